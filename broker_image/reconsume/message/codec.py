@@ -1,0 +1,369 @@
+"""The stored-message record in Apache RocketMQ's V1 layout.
+
+A record is what the commit log stores and, byte for byte, what a pull response carries::
+
+    totalSize i32 | magic i32 | bodyCRC i32 | queueId i32 | flag i32 | queueOffset i64
+    physicalOffset i64 | sysFlag i32 | bornTimestamp i64 | bornHost (4|16 bytes + port i32)
+    storeTimestamp i64 | storeHost (4|16 bytes + port i32) | reconsumeTimes i32
+    preparedTransactionOffset i64 | bodyLength i32 + body | topicLength i8 + topic
+    propertiesLength i16 + properties
+
+All integers are big-endian. ``bodyCRC`` is CRC-32 of the body masked to 31 bits, as RocketMQ
+computes it. :func:`write_record` writes ``totalSize`` last, so a writer that dies mid-record
+leaves a zero size (or one that disagrees with the inner lengths) and never a record that
+reads as complete.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zlib
+from collections.abc import Iterator
+
+from reconsume.errors import (
+    BadMagicError,
+    BodyCrcError,
+    MessageTooLargeError,
+    PropertyError,
+    RecordLengthError,
+    TruncatedRecordError,
+)
+from reconsume.message import sysflag
+from reconsume.message.address import HostAddress
+from reconsume.message.model import StoredMessage
+from reconsume.message.properties import decode_properties
+
+ReadableBuffer = bytes | bytearray | memoryview | mmap.mmap
+WritableBuffer = bytearray | memoryview | mmap.mmap
+
+MESSAGE_MAGIC_CODE = -626843481
+"""Magic of a V1 message record (0xDAA320A7)."""
+BLANK_MAGIC_CODE = -875286124
+"""Magic of the filler that closes a commit-log segment (0xCBD43194)."""
+
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 0x7FFF
+
+_SIZE = struct.Struct(">i")
+_PREFIX = struct.Struct(">iiiiiqqiq")  # up to and including bornTimestamp
+PREFIX_SIZE = _PREFIX.size  # 48
+_PROPS_LEN = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+# Field offsets shared by every record, whatever its host address lengths.
+OFF_TOTAL_SIZE = 0
+OFF_MAGIC = 4
+OFF_BODY_CRC = 8
+OFF_QUEUE_ID = 12
+OFF_FLAG = 16
+OFF_QUEUE_OFFSET = 20
+OFF_PHYSICAL_OFFSET = 28
+OFF_SYS_FLAG = 36
+OFF_BORN_TIMESTAMP = 40
+OFF_BORN_HOST = 48
+
+
+def _head_struct(born_len: int, store_len: int) -> struct.Struct:
+    return struct.Struct(f">iiiiiqqiq{born_len}sq{store_len}siqi")
+
+
+# (born host bytes, store host bytes) -> head layout through bodyLength.
+_HEADS: dict[tuple[int, int], struct.Struct] = {
+    (b, s): _head_struct(b, s) for b in (8, 20) for s in (8, 20)
+}
+
+
+def host_length(sys_flag: int, bit: int) -> int:
+    """Bytes of a packed host (address + port) given the record's sysFlag and the v6 bit."""
+    return 20 if sys_flag & bit else 8
+
+
+def store_timestamp_offset(sys_flag: int) -> int:
+    """Offset of ``storeTimestamp`` within a record with this sysFlag."""
+    return OFF_BORN_HOST + host_length(sys_flag, sysflag.BORNHOST_V6)
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    """RocketMQ's body CRC: CRC-32 masked to a non-negative int32."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def record_size(
+    body_len: int,
+    topic_len: int,
+    properties_len: int,
+    born_v6: bool = False,
+    store_v6: bool = False,
+) -> int:
+    """Total bytes of a record with these part lengths."""
+    return (
+        _HEADS[(20 if born_v6 else 8, 20 if store_v6 else 8)].size
+        + body_len
+        + 1
+        + topic_len
+        + 2
+        + properties_len
+    )
+
+
+def check_part_lengths(topic: bytes, properties: bytes) -> None:
+    """Reject a topic or properties string too long for the V1 length fields."""
+    if len(topic) > MAX_TOPIC_BYTES:
+        raise MessageTooLargeError(
+            f"topic is {len(topic)} bytes; the record format allows {MAX_TOPIC_BYTES}"
+        )
+    if len(properties) > MAX_PROPERTIES_BYTES:
+        raise PropertyError(
+            f"properties are {len(properties)} bytes; the record format allows "
+            f"{MAX_PROPERTIES_BYTES}"
+        )
+
+
+def write_record(
+    buf: WritableBuffer,
+    pos: int,
+    *,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp_ms: int,
+    born_host: bytes,
+    store_timestamp_ms: int,
+    store_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body: bytes,
+    topic: bytes,
+    properties: bytes,
+    crc: int | None = None,
+) -> int:
+    """Write one record at ``buf[pos:]`` and return its size.
+
+    ``born_host`` and ``store_host`` are packed (:meth:`HostAddress.packed`); the v6 bits of
+    ``sys_flag`` are set from their lengths. The caller has checked the part lengths
+    (:func:`check_part_lengths`) and that the buffer has room. ``totalSize`` is written last.
+    """
+    born_len = len(born_host)
+    store_len = len(store_host)
+    sys_flag &= ~sysflag.HOST_V6_MASK
+    if born_len == 20:
+        sys_flag |= sysflag.BORNHOST_V6
+    if store_len == 20:
+        sys_flag |= sysflag.STOREHOST_V6
+    head = _HEADS[(born_len, store_len)]
+    body_len = len(body)
+    head.pack_into(
+        buf,
+        pos,
+        0,
+        MESSAGE_MAGIC_CODE,
+        body_crc(body) if crc is None else crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp_ms,
+        born_host,
+        store_timestamp_ms,
+        store_host,
+        reconsume_times,
+        prepared_transaction_offset,
+        body_len,
+    )
+    at = pos + head.size
+    end = at + body_len
+    buf[at:end] = body
+    topic_len = len(topic)
+    buf[end] = topic_len
+    at = end + 1
+    end = at + topic_len
+    buf[at:end] = topic
+    props_len = len(properties)
+    _PROPS_LEN.pack_into(buf, end, props_len)
+    at = end + 2
+    end = at + props_len
+    buf[at:end] = properties
+    size = end - pos
+    _SIZE.pack_into(buf, pos, size)
+    return size
+
+
+def encode_record(
+    *,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp_ms: int,
+    born_host: HostAddress,
+    store_timestamp_ms: int,
+    store_host: HostAddress,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body: bytes,
+    topic: str,
+    properties: str,
+) -> bytes:
+    """Encode one record into new bytes (the store writes in place with :func:`write_record`)."""
+    topic_b = topic.encode()
+    props_b = properties.encode()
+    check_part_lengths(topic_b, props_b)
+    size = record_size(len(body), len(topic_b), len(props_b), born_host.is_v6, store_host.is_v6)
+    buf = bytearray(size)
+    write_record(
+        buf,
+        0,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=physical_offset,
+        sys_flag=sys_flag,
+        born_timestamp_ms=born_timestamp_ms,
+        born_host=born_host.packed(),
+        store_timestamp_ms=store_timestamp_ms,
+        store_host=store_host.packed(),
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+        body=body,
+        topic=topic_b,
+        properties=props_b,
+    )
+    return bytes(buf)
+
+
+def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool = True) -> int:
+    """Validate the record at ``buf[pos:limit]`` without decoding it and return its size.
+
+    Checks the magic, that every inner length fits, that they add up to ``totalSize`` exactly
+    and (unless ``verify_crc`` is false) the body CRC. Raises a :class:`CodecError` subclass.
+    """
+    avail = limit - pos
+    if avail < PREFIX_SIZE:
+        raise TruncatedRecordError(f"record at {pos}: {avail} bytes, a header needs {PREFIX_SIZE}")
+    total, magic = struct.unpack_from(">ii", buf, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        raise BadMagicError(f"record at {pos}: magic {magic:#x} is not a message record's")
+    sys_flag = _I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0]
+    head = _HEADS[
+        (host_length(sys_flag, sysflag.BORNHOST_V6), host_length(sys_flag, sysflag.STOREHOST_V6))
+    ]
+    if total > avail:
+        raise TruncatedRecordError(
+            f"record at {pos}: totalSize {total} but only {avail} bytes follow"
+        )
+    if total < head.size + 3:
+        raise RecordLengthError(f"record at {pos}: totalSize {total} is below the minimum")
+    body_at = pos + head.size
+    body_len = _I32.unpack_from(buf, body_at - 4)[0]
+    topic_at = body_at + body_len
+    if body_len < 0 or topic_at + 1 > pos + total:
+        raise RecordLengthError(f"record at {pos}: body length {body_len} overruns totalSize")
+    topic_len = struct.unpack_from(">b", buf, topic_at)[0]
+    props_len_at = topic_at + 1 + topic_len
+    if topic_len < 0 or props_len_at + 2 > pos + total:
+        raise RecordLengthError(f"record at {pos}: topic length {topic_len} overruns totalSize")
+    props_len = _PROPS_LEN.unpack_from(buf, props_len_at)[0]
+    if props_len < 0 or props_len_at + 2 + props_len != pos + total:
+        raise RecordLengthError(
+            f"record at {pos}: lengths add up to {props_len_at + 2 + props_len - pos}, "
+            f"totalSize says {total}"
+        )
+    if verify_crc:
+        stored_crc = _I32.unpack_from(buf, pos + OFF_BODY_CRC)[0]
+        actual = body_crc(memoryview(buf)[body_at:topic_at])
+        if stored_crc != actual:
+            raise BodyCrcError(f"record at {pos}: body CRC {stored_crc} but the body's is {actual}")
+    return int(total)
+
+
+def decode_record(buf: ReadableBuffer, pos: int = 0, *, verify_crc: bool = False) -> StoredMessage:
+    """Decode the record at ``buf[pos:]`` (validated as by :func:`check_record`)."""
+    total = check_record(buf, pos, len(buf), verify_crc=verify_crc)
+    sys_flag = _I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0]
+    head = _HEADS[
+        (host_length(sys_flag, sysflag.BORNHOST_V6), host_length(sys_flag, sysflag.STOREHOST_V6))
+    ]
+    (
+        _total,
+        _magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        _sys_flag,
+        born_ts,
+        born_host,
+        store_ts,
+        store_host,
+        reconsume_times,
+        prepared_tx_offset,
+        body_len,
+    ) = head.unpack_from(buf, pos)
+    at = pos + head.size
+    body = bytes(buf[at : at + body_len])
+    at += body_len
+    topic_len = buf[at]
+    topic = bytes(buf[at + 1 : at + 1 + topic_len]).decode()
+    at += 1 + topic_len
+    props_len = _PROPS_LEN.unpack_from(buf, at)[0]
+    properties = decode_properties(bytes(buf[at + 2 : at + 2 + props_len]).decode())
+    return StoredMessage(
+        store_size=total,
+        body_crc=crc,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        commit_log_offset=physical_offset,
+        sys_flag=sys_flag,
+        born_timestamp_ms=born_ts,
+        born_host=HostAddress.unpack(born_host),
+        store_timestamp_ms=store_ts,
+        store_host=HostAddress.unpack(store_host),
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_tx_offset,
+        body=body,
+        topic=topic,
+        properties=properties,
+    )
+
+
+def iter_records(buf: ReadableBuffer, *, verify_crc: bool = False) -> Iterator[StoredMessage]:
+    """Decode consecutive records filling ``buf`` exactly (a pull response body)."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        message = decode_record(buf, pos, verify_crc=verify_crc)
+        yield message
+        pos += message.store_size
+
+
+def read_i64(buf: ReadableBuffer, pos: int) -> int:
+    """A big-endian int64 at ``pos`` (offsets and timestamps inside a record)."""
+    return int(_I64.unpack_from(buf, pos)[0])
+
+
+def peek_routing(buf: ReadableBuffer, pos: int) -> tuple[str, int, int, int, str]:
+    """(topic, queueId, queueOffset, storeTimestamp, properties) of a validated record, without
+    decoding the rest; what dispatching a record to its consume queue needs."""
+    queue_id = _I32.unpack_from(buf, pos + OFF_QUEUE_ID)[0]
+    queue_offset = _I64.unpack_from(buf, pos + OFF_QUEUE_OFFSET)[0]
+    sys_flag = _I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0]
+    head = _HEADS[
+        (host_length(sys_flag, sysflag.BORNHOST_V6), host_length(sys_flag, sysflag.STOREHOST_V6))
+    ]
+    store_ts = _I64.unpack_from(buf, pos + store_timestamp_offset(sys_flag))[0]
+    at = pos + head.size
+    at += _I32.unpack_from(buf, at - 4)[0]
+    topic_len = buf[at]
+    topic = bytes(buf[at + 1 : at + 1 + topic_len]).decode()
+    at += 1 + topic_len
+    props_len = _PROPS_LEN.unpack_from(buf, at)[0]
+    properties = bytes(buf[at + 2 : at + 2 + props_len]).decode()
+    return topic, int(queue_id), int(queue_offset), int(store_ts), properties

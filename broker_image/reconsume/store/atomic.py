@@ -1,0 +1,73 @@
+"""Files replaced atomically: write a temp file, fsync, keep the old one as ``.bak``, rename.
+
+A reader falls back to the ``.bak`` copy when the main file is missing or unreadable, so a
+crash at any point leaves either the new or the previous content, never a torn file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from reconsume.errors import TableError
+
+log = logging.getLogger(__name__)
+
+
+def fsync_directory(path: Path) -> None:
+    """Make a rename or a new file in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if path.exists():
+        os.replace(path, path.with_name(path.name + ".bak"))
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
+def write_json(path: Path, document: Any) -> None:
+    write_atomically(path, json.dumps(document, indent=1, sort_keys=True).encode())
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON document at ``path`` or, failing that, at its ``.bak``; None if neither exists.
+
+    Raises TableError when a file exists but neither it nor the backup parses.
+    """
+    backup = path.with_name(path.name + ".bak")
+    errors: list[str] = []
+    for candidate in (path, backup):
+        try:
+            raw = candidate.read_bytes()
+        except FileNotFoundError:
+            continue
+        try:
+            document = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            errors.append(f"{candidate}: {exc}")
+            continue
+        if candidate is backup:
+            log.warning("%s is missing or damaged (%s); using %s", path, errors, backup)
+        return document
+    if errors:
+        raise TableError(f"cannot read {path} or its backup: {'; '.join(errors)}")
+    return None

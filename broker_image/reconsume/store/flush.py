@@ -1,0 +1,83 @@
+"""Group commit: puts wait for the fsync that covers them, and share it.
+
+Writers append under the store lock and then wait on :meth:`GroupCommit.request`. The flush
+thread takes the current write position, fsyncs up to it once (without any lock: fdatasync
+releases the GIL), then completes every waiter at or below it. However many puts arrive
+during one fsync, the next fsync covers them all.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from concurrent.futures import Future
+
+from reconsume.errors import StoreError
+
+
+class GroupCommit:
+    """Durable-offset bookkeeping between writers and the flush thread."""
+
+    def __init__(self, flushed: int) -> None:
+        self._cond = threading.Condition()
+        self._flushed = flushed
+        self._waiters: list[tuple[int, int, Future[None]]] = []
+        self._seq = itertools.count()
+        self._closed = False
+
+    @property
+    def flushed(self) -> int:
+        """Every byte below this offset is durable."""
+        return self._flushed
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._waiters)
+
+    def request(self, offset: int) -> Future[None]:
+        """A future done once everything below ``offset`` is durable."""
+        future: Future[None] = Future()
+        with self._cond:
+            if offset <= self._flushed:
+                future.set_result(None)
+                return future
+            if self._closed:
+                future.set_exception(StoreError("the store is closed; the put was not flushed"))
+                return future
+            heapq.heappush(self._waiters, (offset, next(self._seq), future))
+            self._cond.notify_all()
+        return future
+
+    def wait_for_work(self, timeout_s: float) -> None:
+        """Block the flush thread until a waiter arrives or ``timeout_s`` passes."""
+        with self._cond:
+            if not self._waiters and not self._closed:
+                self._cond.wait(timeout_s)
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def advance(self, offset: int) -> None:
+        """Record that everything below ``offset`` is durable and release its waiters."""
+        done: list[Future[None]] = []
+        with self._cond:
+            if offset > self._flushed:
+                self._flushed = offset
+            while self._waiters and self._waiters[0][0] <= self._flushed:
+                done.append(heapq.heappop(self._waiters)[2])
+        for future in done:
+            future.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        """Fail every waiter (the fsync failed; their puts are not known to be durable)."""
+        with self._cond:
+            waiters, self._waiters = self._waiters, []
+        for _offset, _seq, future in waiters:
+            future.set_exception(StoreError(f"flushing the commit log failed: {error}"))
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
