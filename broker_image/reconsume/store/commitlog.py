@@ -31,8 +31,10 @@ class CommitLog:
         self.segments: list[MappedFile] = []
         self._starts: list[int] = []
         for start, path in list_files(directory):
-            size = path.stat().st_size
-            self._add(MappedFile(path, start, max(size, segment_bytes), preallocate=False))
+            # Existing segments keep the size they were created with; a file a crash left
+            # empty (before it was sized) gets the configured size.
+            size = path.stat().st_size or segment_bytes
+            self._add(MappedFile(path, start, size, preallocate=False))
         if not self.segments:
             self._add(self._create(0))
         self.write_offset = self.segments[0].start

@@ -30,6 +30,10 @@ class ConsumeQueue:
         self.directory = directory
         self.topic = topic
         self.queue_id = queue_id
+        existing = list_files(directory)
+        if existing and existing[0][1].stat().st_size >= ENTRY_SIZE:
+            # Files written under another setting keep their layout.
+            entries_per_file = existing[0][1].stat().st_size // ENTRY_SIZE
         self.entries_per_file = entries_per_file
         self.file_bytes = entries_per_file * ENTRY_SIZE
         self.preallocate = preallocate
@@ -39,7 +43,7 @@ class ConsumeQueue:
         self.max_offset = 0
         """Index the next entry gets."""
         self.flushed_offset = 0
-        for start, path in list_files(directory):
+        for start, path in existing:
             self.files.append(MappedFile(path, start, self.file_bytes, preallocate=False))
         if self.files:
             self.min_offset = self.files[0].start

@@ -1,0 +1,99 @@
+"""The ``reconsume`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from reconsume import __version__
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from reconsume.store.crash_demo import run_demo
+
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        return run_demo(args.dir, args.rounds, sys.stdout)
+    with tempfile.TemporaryDirectory(prefix="reconsume-demo-") as tmp:
+        return run_demo(Path(tmp), args.rounds, sys.stdout)
+
+
+def _store_inspect(args: argparse.Namespace) -> int:
+    from reconsume.errors import ReconsumeError
+    from reconsume.store.store import MessageStore
+    from reconsume.store.tools import describe
+
+    if not (args.dir / "commitlog").is_dir():
+        print(f"reconsume: {args.dir} holds no message store (no commitlog/)", file=sys.stderr)
+        return 2
+    try:
+        with MessageStore(args.dir, background=False) as store:
+            summary = describe(store)
+    except ReconsumeError as exc:
+        print(f"reconsume: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    log = summary["commitLog"]
+    rec = summary["recovery"]
+    print(f"store {summary['root']}")
+    print(
+        f"  commit log: offsets {log['minOffset']}..{log['maxOffset']} "
+        f"in {log['segments']} segment(s), {log['bytes']} bytes"
+    )
+    print(
+        f"  recovery: {rec['recordsScanned']} records scanned from {rec['scanStart']} in "
+        f"{rec['seconds']:.3f}s, clean shutdown: {rec['cleanShutdown']}"
+    )
+    if rec["truncatedAt"] is not None:
+        print(f"  truncated at {rec['truncatedAt']}: {rec['truncatedReason']}")
+        for path in rec["quarantined"]:
+            print(f"    set aside: {path}")
+    for queue in summary["queues"]:
+        depth = queue["max"] - queue["min"]
+        print(f"  {queue['topic']}/{queue['queueId']}: {queue['min']}..{queue['max']} ({depth})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reconsume", description="Retry topology for message-queue consumer groups."
+    )
+    parser.add_argument("--version", action="version", version=f"reconsume {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="show what reconsume does, on this machine")
+    demo.add_argument("--rounds", type=int, default=3, help="kill-and-recover rounds")
+    demo.add_argument("--dir", type=Path, help="store directory (default: a temporary one)")
+    demo.set_defaults(run=_demo)
+
+    store = commands.add_parser("store", help="inspect a broker's message store")
+    store_commands = store.add_subparsers(dest="store_command", required=True)
+    inspect = store_commands.add_parser(
+        "inspect", help="open a store (running recovery) and show its extent and queues"
+    )
+    inspect.add_argument("dir", type=Path)
+    inspect.add_argument("--json", action="store_true", help="print JSON")
+    inspect.set_defaults(run=_store_inspect)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
