@@ -45,7 +45,7 @@ class HostAddress:
     def parse(cls, text: str) -> HostAddress:
         """Parse ``1.2.3.4:10911``, ``[::1]:10911`` or RocketMQ's unbracketed ``::1:10911``."""
         host, sep, port_text = text.rpartition(":")
-        if not sep or not port_text.isdigit():
+        if not sep or not (port_text.isascii() and port_text.isdigit()):
             raise InvalidArgumentError(f"address {text!r} is not host:port")
         host = host.removeprefix("[").removesuffix("]")
         try:

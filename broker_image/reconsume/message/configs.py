@@ -46,6 +46,13 @@ def _int(data: Mapping[str, Any], name: str, default: int) -> int:
         raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from exc
 
 
+def _attributes(data: Mapping[str, Any]) -> dict[str, str]:
+    value = data.get("attributes") or {}
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"attributes must be an object, got {value!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def _bool(data: Mapping[str, Any], name: str, default: bool) -> bool:
     value = data.get(name, default)
     if isinstance(value, bool):
@@ -110,7 +117,7 @@ class TopicConfig:
             topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=_int(data, "topicSysFlag", 0),
             order=_bool(data, "order", False),
-            attributes={str(k): str(v) for k, v in (data.get("attributes") or {}).items()},
+            attributes=_attributes(data),
         )
 
 
@@ -182,5 +189,5 @@ class SubscriptionGroupConfig:
             notify_consumer_ids_changed_enable=_bool(data, "notifyConsumerIdsChangedEnable", True),
             group_sys_flag=_int(data, "groupSysFlag", 0),
             consume_timeout_minute=_int(data, "consumeTimeoutMinute", 15),
-            attributes={str(k): str(v) for k, v in (data.get("attributes") or {}).items()},
+            attributes=_attributes(data),
         )

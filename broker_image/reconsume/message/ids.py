@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconsume.errors import InvalidMessageIdError
+from reconsume.errors import InvalidArgumentError, InvalidMessageIdError
 from reconsume.message.address import HostAddress
 
 _OFFSET = struct.Struct(">q")
@@ -34,7 +34,11 @@ def offset_msg_id(store_host: HostAddress, commit_log_offset: int) -> str:
 def parse_offset_msg_id(msg_id: str) -> tuple[HostAddress, int]:
     """Split an offset message id into its store host and commit-log offset."""
     raw = _unhex(msg_id, (32, 56))
-    return HostAddress.unpack(raw[:-8]), _OFFSET.unpack(raw[-8:])[0]
+    try:
+        host = HostAddress.unpack(raw[:-8])
+    except InvalidArgumentError as exc:
+        raise InvalidMessageIdError(f"message id {msg_id!r}: {exc}") from exc
+    return host, _OFFSET.unpack(raw[-8:])[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +111,9 @@ def _unhex(text: str, lengths: tuple[int, ...]) -> bytes:
             f"message id {text!r} has {len(text)} characters, expected one of {lengths}"
         )
     try:
-        return bytes.fromhex(text)
+        raw = bytes.fromhex(text)
     except ValueError as exc:
         raise InvalidMessageIdError(f"message id {text!r} is not hexadecimal") from exc
+    if len(raw) * 2 != len(text):  # fromhex skips whitespace
+        raise InvalidMessageIdError(f"message id {text!r} is not hexadecimal")
+    return raw

@@ -29,7 +29,7 @@ def _validate(kind: str, name: str, max_length: int) -> str:
         raise InvalidNameError(
             f"{kind} name {name[:40]!r}... is {len(name)} characters; at most {max_length}"
         )
-    if not _VALID.match(name):
+    if not _VALID.fullmatch(name):
         raise InvalidNameError(
             f"{kind} name {name!r} may contain only letters, digits, '%', '|', '_' and '-'"
         )

@@ -111,13 +111,13 @@ def decode_properties(text: str) -> dict[str, str]:
 def find_property(text: str, name: str) -> str | None:
     """Read one property from an encoded properties string without decoding the rest."""
     needle = name + NAME_VALUE_SEPARATOR
-    start = 0
-    while True:
-        at = text.find(needle, start)
+    stop = len(text)
+    while True:  # the last occurrence wins, as in decode_properties
+        at = text.rfind(needle, 0, stop)
         if at < 0:
             return None
         if at == 0 or text[at - 1] == PROPERTY_SEPARATOR:
             begin = at + len(needle)
             end = text.find(PROPERTY_SEPARATOR, begin)
             return text[begin:] if end < 0 else text[begin:end]
-        start = at + 1
+        stop = at + len(needle) - 1

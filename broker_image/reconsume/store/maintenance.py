@@ -8,8 +8,6 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from reconsume.store.settings import FlushMode
-
 if TYPE_CHECKING:
     from reconsume.store.store import MessageStore
 
@@ -30,7 +28,6 @@ class Background(threading.Thread):
     def run(self) -> None:
         store = self._store
         s = store.settings
-        sync = s.flush_mode is FlushMode.SYNC
         now = time.monotonic()
         due = {
             "flush": now + s.flush_interval_ms / 1000,
@@ -45,7 +42,8 @@ class Background(threading.Thread):
                 break
             now = time.monotonic()
             try:
-                if (sync and store.group_commit.pending) or now >= due["flush"]:
+                # A waiter means someone needs durability now (always so under Sync flush).
+                if store.group_commit.pending or now >= due["flush"]:
                     store.flush_commit_log()
                     due["flush"] = now + s.flush_interval_ms / 1000
                 if now >= due["checkpoint"]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from reconsume.errors import CodecError
 from reconsume.message.codec import (
     BLANK_MAGIC_CODE,
+    OFF_PHYSICAL_OFFSET,
     OFF_QUEUE_ID,
     OFF_QUEUE_OFFSET,
     check_record,
@@ -105,13 +106,31 @@ def trim_queues(commitlog: CommitLog, queues: QueueTable, scan_start: int) -> in
             if (
                 entry is not None
                 and entry[0] < scan_start
-                and _entry_matches(commitlog, queue, index - 1)
+                # below the log's first segment: aged out by retention, nothing to check
+                and (entry[0] < commitlog.min_offset or _entry_matches(commitlog, queue, index - 1))
             ):
                 break
             index -= 1
         if index < queue.max_offset:
             dropped += queue.truncate(index)
     return dropped
+
+
+def _routing(segment: MappedFile, local: int, pos: int) -> tuple[str, int, int, int, str]:
+    """:func:`peek_routing`, rejecting header fields the body CRC does not cover that would
+    misplace the record: a topic that is no file name, a negative queue id, a wrong offset."""
+    try:
+        topic, queue_id, queue_offset, store_ts, properties = peek_routing(segment.mm, local)
+    except UnicodeDecodeError as exc:
+        raise CodecError(f"record at {local}: topic or properties are not UTF-8 ({exc})") from exc
+    physical = _I64.unpack_from(segment.mm, local + OFF_PHYSICAL_OFFSET)[0]
+    if not topic or topic in (".", "..") or "/" in topic or "\x00" in topic:
+        raise CodecError(f"record at {local}: topic {topic!r} is not a topic name")
+    if queue_id < 0 or physical != pos:
+        raise CodecError(
+            f"record at {local}: queue id {queue_id}, physical offset {physical} (expected {pos})"
+        )
+    return topic, queue_id, queue_offset, store_ts, properties
 
 
 def _last_nonzero(segment: MappedFile, start: int, stop: int) -> int:
@@ -126,10 +145,19 @@ def _last_nonzero(segment: MappedFile, start: int, stop: int) -> int:
     return start
 
 
+def _unused(path: Path) -> Path:
+    """``path``, or ``path.1``, ``path.2``... when taken: quarantine never overwrites."""
+    candidate, n = path, 0
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.{n}")
+    return candidate
+
+
 def _quarantine(directory: Path, name: str, data: bytes) -> str:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    with open(path, "wb") as out:
+    path = _unused(directory / name)
+    with open(path, "xb") as out:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
@@ -153,6 +181,8 @@ def recover_commit_log(
     report.scan_start = scan_start
     commitlog.write_offset = scan_start  # records below it are readable while queues are trimmed
     report.entries_dropped = trim_queues(commitlog, queues, scan_start)
+    for queue in queues:  # min offsets follow retention across restarts too
+        queue.drop_files_below(commitlog.min_offset)
     pos = scan_start
     reason: str | None = None
     while True:
@@ -170,10 +200,10 @@ def recover_commit_log(
             continue
         try:
             size = check_record(segment.mm, local, segment.size, verify_crc=verify_crc)
+            topic, queue_id, queue_offset, store_ts, properties = _routing(segment, local, pos)
         except CodecError as exc:
             reason = str(exc).replace(f"record at {local}", f"record at offset {pos}")
             break
-        topic, queue_id, queue_offset, store_ts, properties = peek_routing(segment.mm, local)
         dispatch(topic, queue_id, queue_offset, pos, size, store_ts, properties)
         report.records_scanned += 1
         report.entries_dispatched += 1
@@ -215,7 +245,7 @@ def _cut_tail(
             continue
         later.close()
         quarantine_dir.mkdir(parents=True, exist_ok=True)
-        target = quarantine_dir / f"commitlog-segment-{later.path.name}-{stamp}"
+        target = _unused(quarantine_dir / f"commitlog-segment-{later.path.name}-{stamp}")
         os.replace(later.path, target)
         fsync_directory(later.path.parent)
         report.quarantined.append(str(target))

@@ -19,18 +19,25 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
+from zlib import crc32
 
-from reconsume.errors import MessageTooLargeError, StoreClosedError, StoreError
+from reconsume.errors import (
+    InvalidArgumentError,
+    MessageTooLargeError,
+    StoreClosedError,
+    StoreError,
+)
 from reconsume.message import properties as props
 from reconsume.message.address import HostAddress
 from reconsume.message.codec import (
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC_CODE,
-    record_size,
-    write_record,
+    RECORD_HEADS,
+    pack_record,
 )
 from reconsume.message.names import validate_topic
+from reconsume.message.sysflag import HOST_V6_MASK
 from reconsume.message.tags import tags_code
 from reconsume.store import reads
 from reconsume.store.checkpoint import Checkpoint
@@ -78,6 +85,9 @@ class PutResult(NamedTuple):
     store_timestamp_ms: int
 
 
+_new_tuple = tuple.__new__
+
+
 _LOOPBACK = HostAddress(b"\x7f\x00\x00\x01", 10911)
 
 
@@ -102,7 +112,20 @@ class MessageStore:
         self.store_host = store_host
         self._store_host = store_host.packed()
         self._tags_code = tags_code
-        self._valid_topics: set[str] = set()
+        self._valid_topics: dict[str, bytes] = {}
+        """Topics appended to (validated), with their UTF-8 bytes."""
+        try:
+            self._open(background)
+        except BaseException:
+            # A failed open (unreadable table, I/O error) must not keep the directory locked.
+            for part in (getattr(self, "queues", None), getattr(self, "commitlog", None)):
+                if part is not None:
+                    part.close()
+            os.close(self._lock_fd)
+            raise
+
+    def _open(self, background: bool) -> None:
+        """Open the files and recover, under the directory lock ``__init__`` took."""
         s = self.settings
         self.commitlog = CommitLog(
             self.root / "commitlog", s.commit_log_segment_bytes, preallocate=s.preallocate
@@ -120,6 +143,7 @@ class MessageStore:
         self.recovery = self._recover()
         log.info("store %s: %s", self.root, self.recovery.summary())
         self.group_commit = GroupCommit(self.commitlog.write_offset)
+        self._checkpointed = -1
         self.write_checkpoint(clean=False)
         self._background = Background(self) if background else None
         if self._background is not None:
@@ -177,71 +201,100 @@ class MessageStore:
         queue.append(phys, size, self._tags_code(topic, properties, store_ts))
 
     # ------------------------------------------------------------------ writes
-    def _check(self, request: PutRequest, topic: bytes, properties: bytes) -> int:
-        if request.topic not in self._valid_topics:
-            validate_topic(request.topic)
-            self._valid_topics.add(request.topic)
-        size = record_size(
-            len(request.body),
-            len(topic),
-            len(properties),
-            len(request.born_host) == 20,
-            len(self._store_host) == 20,
-        )
-        if size > self.settings.max_message_bytes or len(properties) > MAX_PROPERTIES_BYTES:
-            raise MessageTooLargeError(
-                f"message to {request.topic} is {size} bytes stored (properties "
-                f"{len(properties)}); the limit is {self.settings.max_message_bytes} "
-                f"(properties {MAX_PROPERTIES_BYTES})"
-            )
-        if len(topic) > MAX_TOPIC_BYTES:
-            raise MessageTooLargeError(f"topic {request.topic!r} is longer than {MAX_TOPIC_BYTES}")
-        return size
+    def _topic_bytes(self, topic: str) -> bytes:
+        """Validate a topic not appended to before and remember its UTF-8 bytes."""
+        encoded = topic.encode()
+        validate_topic(topic)
+        if len(encoded) > MAX_TOPIC_BYTES:
+            raise MessageTooLargeError(f"topic {topic!r} is longer than {MAX_TOPIC_BYTES}")
+        self._valid_topics[topic] = encoded
+        return encoded
 
     def append(self, request: PutRequest) -> PutResult:
         """Append one message; durable only once :meth:`durable` for its end completes."""
         return self.append_batch((request,))[0]
 
     def append_batch(self, requests: Sequence[PutRequest]) -> list[PutResult]:
-        """Append messages in order, under one lock acquisition."""
-        encoded = []
+        """Append messages in order, under one lock acquisition; all are checked first."""
+        # Per message only what differs between messages: the topic's bytes come from the
+        # valid-topic cache, the head layout from RECORD_HEADS, the body CRC is taken here,
+        # outside the lock, and the record is packed with positional arguments.
+        topics = self._valid_topics
+        heads = RECORD_HEADS[len(self._store_host)]
+        max_bytes = self.settings.max_message_bytes
+        prepared = []
         for request in requests:
-            topic = request.topic.encode()
             properties = request.properties.encode()
-            encoded.append((request, topic, properties, self._check(request, topic, properties)))
+            topic = topics.get(request.topic)
+            if topic is None:
+                topic = self._topic_bytes(request.topic)
+            if not 0 <= request.queue_id <= 0x7FFFFFFF:
+                # a negative id's directory is not reloaded on restart; a larger one does not pack
+                raise InvalidArgumentError(
+                    f"queue id {request.queue_id} is not a non-negative int32"
+                )
+            head_bits = heads.get(len(request.born_host))
+            if head_bits is None:
+                raise InvalidArgumentError(
+                    f"born host is {len(request.born_host)} bytes; a packed host is 8 or 20"
+                )
+            head, v6_bits = head_bits
+            body = request.body
+            size = head.size + len(body) + 3 + len(topic) + len(properties)
+            if size > max_bytes or len(properties) > MAX_PROPERTIES_BYTES:
+                raise MessageTooLargeError(
+                    f"message to {request.topic} is {size} bytes stored (properties "
+                    f"{len(properties)}); the limit is {max_bytes} "
+                    f"(properties {MAX_PROPERTIES_BYTES})"
+                )
+            sys_flag = (request.sys_flag & ~HOST_V6_MASK) | v6_bits
+            crc = crc32(body) & 0x7FFFFFFF  # codec.body_crc, without a Python call
+            prepared.append((request, topic, properties, head, sys_flag, crc, size))
         results: list[PutResult] = []
         commitlog = self.commitlog
         store_host = self._store_host
-        with self._lock:
+        queues = self.queues.queues
+        tag_code_of = self._tags_code
+        lock = self._lock
+        lock.acquire()  # not `with`: its __enter__/__exit__ lookups cost as much
+        try:
             if self._closed:
                 raise StoreClosedError(f"store {self.root} is closed")
             now_ms = time.time_ns() // 1_000_000
-            for request, topic, properties, size in encoded:
-                queue = self.queues.get_or_create(request.topic, request.queue_id)
+            for request, topic, properties, head, sys_flag, crc, size in prepared:
+                queue = queues.get((request.topic, request.queue_id))
+                if queue is None:
+                    queue = self.queues.get_or_create(request.topic, request.queue_id)
                 segment, local = commitlog.reserve(size)
                 phys = commitlog.write_offset
                 queue_offset = queue.max_offset
-                write_record(
+                pack_record(
                     segment.mm,
                     local,
-                    queue_id=request.queue_id,
-                    flag=request.flag,
-                    queue_offset=queue_offset,
-                    physical_offset=phys,
-                    sys_flag=request.sys_flag,
-                    born_timestamp_ms=request.born_timestamp_ms,
-                    born_host=request.born_host,
-                    store_timestamp_ms=now_ms,
-                    store_host=store_host,
-                    reconsume_times=request.reconsume_times,
-                    prepared_transaction_offset=request.prepared_transaction_offset,
-                    body=request.body,
-                    topic=topic,
-                    properties=properties,
+                    size,
+                    head,
+                    crc,
+                    request.queue_id,
+                    request.flag,
+                    queue_offset,
+                    phys,
+                    sys_flag,
+                    request.born_timestamp_ms,
+                    request.born_host,
+                    now_ms,
+                    store_host,
+                    request.reconsume_times,
+                    request.prepared_transaction_offset,
+                    request.body,
+                    topic,
+                    properties,
                 )
                 commitlog.write_offset = phys + size
-                queue.append(phys, size, self._tags_code(request.topic, request.properties, now_ms))
-                results.append(PutResult(phys, size, queue_offset, now_ms))
+                queue.append(phys, size, tag_code_of(request.topic, request.properties, now_ms))
+                # PutResult(...) without its Python-level __new__
+                results.append(_new_tuple(PutResult, (phys, size, queue_offset, now_ms)))
+        finally:
+            lock.release()
         return results
 
     def durable(self, end_offset: int) -> Future[None]:
@@ -329,7 +382,7 @@ class MessageStore:
         """Drop the consume queues of ``topic`` (its records age out with the log)."""
         with self._lock:
             count = self.queues.delete_topic(topic)
-            self._valid_topics.discard(topic)
+            self._valid_topics.pop(topic, None)
         self.write_checkpoint(clean=False)
         return count
 
@@ -356,11 +409,14 @@ class MessageStore:
         with self._lock:
             target = self.commitlog.write_offset
             queues = list(self.queues)
+        if not clean and self._checkpointed == target:
+            return  # nothing appended since the last checkpoint
         self.flush_commit_log()
         for queue in queues:
             if queue.flushed_offset != queue.max_offset:
                 queue.flush()
         Checkpoint(target, clean, int(time.time() * 1000)).save(self._checkpoint_path)
+        self._checkpointed = target
 
     def persist_tables(self, *, force: bool = False) -> None:
         self.consumer_offsets.persist(force=force)

@@ -1,0 +1,194 @@
+"""Shared pieces of the store benchmarks: sizes, message generation, data dirs, machine facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from reconsume.message.codec import record_size
+from reconsume.message.properties import encode_properties
+from reconsume.store.settings import GiB, MiB, StoreSettings
+from reconsume.store.store import PutRequest
+
+BENCH_DIR = Path(__file__).resolve().parent
+DEFAULT_OUT = BENCH_DIR / "out"
+
+TOPIC = "BenchTopic"
+QUEUES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How much work each scenario does; ``full()`` is what RESULTS.md reports."""
+
+    body_bytes: int = 1024
+    append_messages: int = 500_000
+    """Messages per Async append variant."""
+    sync_messages: int = 3_000
+    """Messages per thread in the Sync variants."""
+    read_messages: int = 500_000
+    recovery_bytes: int = GiB
+    segment_bytes: int = GiB
+    """Commit-log segment size of the recovery scenario (the others use the default)."""
+    repeats: int = 5
+    """Async append and read runs are repeated; the table shows the best and the median."""
+    max_message_bytes: int = 4 * MiB
+
+    @classmethod
+    def full(cls) -> Sizes:
+        return cls()
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        """Tiny sizes for the smoke test: seconds in total, numbers meaningless."""
+        return cls(
+            append_messages=2_000,
+            sync_messages=20,
+            read_messages=2_000,
+            recovery_bytes=3 * MiB,
+            segment_bytes=2 * MiB,
+            repeats=1,
+            max_message_bytes=64 * 1024,
+        )
+
+    def settings(self, **overrides: Any) -> StoreSettings:
+        base: dict[str, Any] = {"max_message_bytes": self.max_message_bytes}
+        if self.segment_bytes < GiB:
+            base["commit_log_segment_bytes"] = self.segment_bytes
+            base["consume_queue_entries_per_file"] = 30_000
+        base.update(overrides)
+        return StoreSettings(**base)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def body_of(size: int) -> bytes:
+    """A fixed pseudo-random body (not compressible, not all zero)."""
+    return (os.urandom(64) * (size // 64 + 1))[:size]
+
+
+def properties_of(index: int) -> str:
+    """Properties a RocketMQ producer typically sends: tag, key, unique id, wait flag."""
+    return encode_properties(
+        {
+            "TAGS": f"tag{index % 4}",
+            "KEYS": f"key-{index:09d}",
+            "UNIQ_KEY": f"7F000001000018B4AAC2{index:012X}",
+            "WAIT": "true",
+        }
+    )
+
+
+def make_requests(count: int, body: bytes, start: int = 0) -> list[PutRequest]:
+    """``count`` requests round-robin over the benchmark topic's queues, sharing one body."""
+    return [
+        PutRequest(TOPIC, i % QUEUES, body, properties_of(i), born_timestamp_ms=1_700_000_000_000)
+        for i in range(start, start + count)
+    ]
+
+
+def stored_size(body_bytes: int, index: int = 0) -> int:
+    """Bytes one benchmark message takes in the commit log."""
+    return record_size(body_bytes, len(TOPIC), len(properties_of(index).encode()))
+
+
+@contextmanager
+def data_dir(root: Path, name: str) -> Iterator[Path]:
+    """A fresh directory under ``root`` (same disk as the repo), removed afterwards."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _mem_total_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _filesystem(path: Path) -> dict[str, str]:
+    """Mount point, device and type of the filesystem holding ``path`` (from /proc/mounts)."""
+    target = os.path.realpath(path)
+    best = {"mount": "?", "device": "?", "type": "?"}
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return best
+    best_len = -1
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        device, mount, fstype = fields[0], fields[1].replace("\\040", " "), fields[2]
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) > best_len:
+            best_len = len(mount)
+            best = {"mount": mount, "device": device, "type": fstype}
+    return best
+
+
+def loadavg() -> str:
+    """1, 5 and 15 minute load averages: other work on the machine skews every timing."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def machine_info(data_root: Path) -> dict[str, Any]:
+    data_root.mkdir(parents=True, exist_ok=True)
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    return {
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable,
+        "mem_total_bytes": _mem_total_bytes(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "data_dir": str(data_root),
+        "filesystem": _filesystem(data_root),
+    }
+
+
+def write_json(path: Path, document: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)

@@ -1,0 +1,126 @@
+"""Run the store benchmarks, write JSON under ``--out`` and optionally render RESULTS.md.
+
+python -m bench.run --write bench/RESULTS.md      # full sizes (what `make bench` runs)
+python -m bench.run --quick --out /tmp/bench      # seconds; the smoke test runs this
+python -m bench.run --scenarios append --messages 200000 --append-variants async-put
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import store_append, store_read, store_recovery
+from bench.common import DEFAULT_OUT, Sizes, loadavg, machine_info, write_json
+from bench.report import load_run, render
+
+SCENARIOS = ("append", "read", "recovery")
+MODULES = {"append": "store_append", "read": "store_read", "recovery": "store_recovery"}
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument("--write", type=Path, metavar="MD", help="render the results to MD")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="directory for JSON results (bench/out)"
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, help="where stores are created (default: OUT/data); removed after"
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated subset of {','.join(SCENARIOS)}",
+    )
+    parser.add_argument(
+        "--append-variants",
+        default=",".join(store_append.ASYNC_VARIANTS + store_append.SYNC_VARIANTS),
+        help="comma-separated append variants",
+    )
+    parser.add_argument("--messages", type=int, help="messages per Async append run")
+    parser.add_argument("--sync-messages", type=int, help="messages per thread in Sync runs")
+    parser.add_argument("--read-messages", type=int, help="messages stored for the read test")
+    parser.add_argument("--recovery-bytes", type=int, help="commit-log bytes for recovery")
+    parser.add_argument("--segment-bytes", type=int, help="commit-log segment size (recovery)")
+    parser.add_argument("--body-bytes", type=int, help="message body size (1024)")
+    parser.add_argument("--repeats", type=int, help="runs of each Async/read measurement")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="do not run anything: render --write from the JSON already in --out",
+    )
+    return parser.parse_args(argv)
+
+
+def _sizes(args: argparse.Namespace) -> Sizes:
+    sizes = Sizes.quick() if args.quick else Sizes.full()
+    overrides = {
+        "append_messages": args.messages,
+        "sync_messages": args.sync_messages,
+        "read_messages": args.read_messages,
+        "recovery_bytes": args.recovery_bytes,
+        "segment_bytes": args.segment_bytes,
+        "body_bytes": args.body_bytes,
+        "repeats": args.repeats,
+    }
+    return dataclasses.replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    out: Path = args.out
+    if args.render_only:
+        if args.write is None:
+            raise SystemExit("--render-only needs --write")
+        args.write.write_text(render(load_run(out)))
+        print(f"wrote {args.write}")
+        return 0
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = set(scenarios) - set(SCENARIOS)
+    if unknown:
+        raise SystemExit(f"unknown scenarios: {', '.join(sorted(unknown))}")
+    variants = tuple(v.strip() for v in args.append_variants.split(",") if v.strip())
+    sizes = _sizes(args)
+    data_root: Path = args.data_dir or out / "data"
+    command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
+    run_info: dict[str, Any] = {
+        "command": command,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "quick": args.quick,
+        "sizes": sizes.as_dict(),
+        "scenarios": scenarios,
+        "machine": machine_info(data_root),
+        "loadavg_start": loadavg(),
+    }
+    print(f"benchmark: {', '.join(scenarios)} ({'quick' if args.quick else 'full'} sizes)")
+    results: dict[str, Any] = {}
+    for scenario in scenarios:
+        print(f"{scenario}:")
+        started = time.perf_counter()
+        if scenario == "append":
+            result = store_append.run(sizes, data_root, variants)
+        elif scenario == "read":
+            result = store_read.run(sizes, data_root)
+        else:
+            result = store_recovery.run(sizes, data_root)
+        result["wall_seconds"] = time.perf_counter() - started
+        results[scenario] = result
+        write_json(out / f"{MODULES[scenario]}.json", result)
+    run_info["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    run_info["loadavg_end"] = loadavg()
+    write_json(out / "run.json", run_info)
+    if args.write is not None:
+        args.write.write_text(render(load_run(out)))
+        print(f"wrote {args.write}")
+    print(f"JSON results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

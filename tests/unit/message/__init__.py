@@ -1,0 +1,1 @@
+"""Tests of reconsume.message: the message model, ids, names and the record codec."""

@@ -1,0 +1,43 @@
+"""The benchmarks still run: ``python -m bench.run --quick`` in a subprocess, as `make bench`
+runs the full one. Tiny sizes, so this checks that the code works, never how fast it is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_quick_benchmark_run_writes_its_json(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    report = tmp_path / "RESULTS.md"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--out", str(out), "--write", str(report)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["quick"] is True
+    assert run["scenarios"] == ["append", "read", "recovery"]
+    for name in ("store_append", "store_read", "store_recovery"):
+        document = json.loads((out / f"{name}.json").read_text())
+        assert document["scenario"] == name
+        assert document["results"], name
+        for row in document["results"]:
+            assert row.get("msgs_per_s", 1) > 0
+    recovery = json.loads((out / "store_recovery.json").read_text())
+    for row in recovery["results"]:
+        assert row["end_offset"] == recovery["log_bytes"]
+    assert "## Append throughput" in report.read_text()
+    assert not (out / "data").exists() or not any((out / "data").iterdir())
