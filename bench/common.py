@@ -16,8 +16,8 @@ from typing import Any
 
 from reconsume.message.codec import record_size
 from reconsume.message.properties import encode_properties
+from reconsume.store import PutRequest
 from reconsume.store.settings import GiB, MiB, StoreSettings
-from reconsume.store.store import PutRequest
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_OUT = BENCH_DIR / "out"

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Sizes, body_of, data_dir, make_requests, median, stored_size
+from reconsume.store import MessageStore, PutRequest
 from reconsume.store.settings import FlushMode
-from reconsume.store.store import MessageStore, PutRequest
 
 BATCH = 32
 SYNC_THREADS = 8

@@ -4,11 +4,13 @@ from reconsume.message.address import HostAddress
 from reconsume.message.codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+    encode_record,
+    record_size,
+)
+from reconsume.message.decode import (
     check_record,
     decode_record,
-    encode_record,
     iter_records,
-    record_size,
 )
 from reconsume.message.ids import UniqIdGenerator, offset_msg_id, parse_offset_msg_id, parse_uniq_id
 from reconsume.message.model import Message, StoredMessage

@@ -2,8 +2,9 @@
 
 from reconsume.store.reads import GetResult, GetStatus
 from reconsume.store.recovery import RecoveryReport
+from reconsume.store.requests import PutRequest, PutResult, TagsCode, default_tags_code
 from reconsume.store.settings import FlushMode, StoreSettings
-from reconsume.store.store import MessageStore, PutRequest, PutResult, default_tags_code
+from reconsume.store.store import MessageStore
 
 __all__ = [
     "FlushMode",
@@ -14,5 +15,6 @@ __all__ = [
     "PutResult",
     "RecoveryReport",
     "StoreSettings",
+    "TagsCode",
     "default_tags_code",
 ]

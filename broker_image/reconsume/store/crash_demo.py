@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from reconsume.message.codec import decode_record
+from reconsume.message.decode import (
+    decode_record,
+)
 from reconsume.message.properties import encode_properties
+from reconsume.store import MessageStore, PutRequest
 from reconsume.store.settings import FlushMode, MiB, StoreSettings
-from reconsume.store.store import MessageStore, PutRequest
 
 DEMO_SETTINGS = StoreSettings(
     commit_log_segment_bytes=4 * MiB,

@@ -25,6 +25,7 @@ class GroupCommit:
         self._waiters: list[tuple[int, int, Future[None]]] = []
         self._seq = itertools.count()
         self._closed = False
+        self._failed: BaseException | None = None
 
     @property
     def flushed(self) -> int:
@@ -41,6 +42,9 @@ class GroupCommit:
         with self._cond:
             if offset <= self._flushed:
                 future.set_result(None)
+                return future
+            if self._failed is not None:
+                future.set_exception(self._failed)
                 return future
             if self._closed:
                 future.set_exception(StoreError("the store is closed; the put was not flushed"))
@@ -63,6 +67,8 @@ class GroupCommit:
         """Record that everything below ``offset`` is durable and release its waiters."""
         done: list[Future[None]] = []
         with self._cond:
+            if self._failed is not None:
+                return
             if offset > self._flushed:
                 self._flushed = offset
             while self._waiters and self._waiters[0][0] <= self._flushed:
@@ -71,11 +77,13 @@ class GroupCommit:
             future.set_result(None)
 
     def fail(self, error: BaseException) -> None:
-        """Fail every waiter (the fsync failed; their puts are not known to be durable)."""
+        """Fail every waiter, now and later: after a failed fsync nothing written since the
+        last good one is known to be durable, and no later fsync can prove it."""
         with self._cond:
+            self._failed = error
             waiters, self._waiters = self._waiters, []
         for _offset, _seq, future in waiters:
-            future.set_exception(StoreError(f"flushing the commit log failed: {error}"))
+            future.set_exception(error)
 
     def close(self) -> None:
         with self._cond:

@@ -25,14 +25,18 @@ from reconsume.message.codec import (
     OFF_PHYSICAL_OFFSET,
     OFF_QUEUE_ID,
     OFF_QUEUE_OFFSET,
+)
+from reconsume.message.decode import (
     check_record,
     peek_routing,
 )
 from reconsume.store.atomic import fsync_directory
+from reconsume.store.checkpoint import Checkpoint
 from reconsume.store.commitlog import CommitLog
 from reconsume.store.consume_queue import ConsumeQueue
 from reconsume.store.mapped_file import MappedFile
 from reconsume.store.queue_table import QueueTable
+from reconsume.store.requests import TagsCode
 
 log = logging.getLogger(__name__)
 
@@ -259,3 +263,61 @@ def _cut_tail(
             reason,
             report.quarantined or "nothing (the tail was zero)",
         )
+
+
+def recover_store(
+    commitlog: CommitLog,
+    queues: QueueTable,
+    checkpoint: Checkpoint | None,
+    *,
+    tags_code: TagsCode,
+    max_record_bytes: int,
+    quarantine_dir: Path,
+) -> RecoveryReport:
+    """Recover from ``checkpoint`` (or the log's start), re-indexing with ``tags_code``."""
+    report = RecoveryReport()
+    start = commitlog.min_offset
+    if checkpoint is not None:
+        report.clean_shutdown = checkpoint.clean_shutdown
+        report.checkpoint_offset = checkpoint.commit_log_offset
+        if start <= checkpoint.commit_log_offset <= commitlog.active.end:
+            start = checkpoint.commit_log_offset
+
+    def dispatch(
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        phys: int,
+        size: int,
+        store_ts: int,
+        properties: str,
+    ) -> None:
+        queue = queues.get_or_create(topic, queue_id)
+        if queue_offset != queue.max_offset:
+            if not queue.files and queue.max_offset == queue.min_offset:
+                queue.reset_to(queue_offset)
+            elif queue_offset < queue.max_offset:
+                report.anomalies.append(
+                    f"{topic}/{queue_id}: record at {phys} has queue offset {queue_offset}, "
+                    "already indexed; left out"
+                )
+                report.entries_dispatched -= 1
+                return
+            else:
+                report.anomalies.append(
+                    f"{topic}/{queue_id}: record at {phys} has queue offset {queue_offset}, "
+                    f"queue ends at {queue.max_offset}; indexed at the end"
+                )
+        queue.append(phys, size, tags_code(topic, properties, store_ts))
+
+    recover_commit_log(
+        commitlog,
+        queues,
+        scan_start=start,
+        dispatch=dispatch,
+        verify_crc=True,
+        max_record_bytes=max_record_bytes,
+        quarantine_dir=quarantine_dir,
+        report=report,
+    )
+    return report

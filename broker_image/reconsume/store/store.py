@@ -2,8 +2,9 @@
 
 Appends are serialised by one lock and written straight into the mapped commit log, then
 indexed in the consume queue of (topic, queue) in the same critical section. Durability is
-separate: under Sync flush a put waits for the group commit that covers it; under Async a
-background thread fsyncs periodically. Reads return copies of whole records.
+separate (:mod:`reconsume.store.durability`): under Sync flush a put waits for the group
+commit that covers it; under Async a background thread fsyncs periodically. Reads return
+copies of whole records.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Container, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from struct import Struct
 from zlib import crc32
 
 from reconsume.errors import (
@@ -27,68 +27,35 @@ from reconsume.errors import (
     StoreClosedError,
     StoreError,
 )
-from reconsume.message import properties as props
 from reconsume.message.address import HostAddress
 from reconsume.message.codec import (
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC_CODE,
-    RECORD_HEADS,
+    RECORDHEAD_LAYOUTS,
     pack_record,
 )
 from reconsume.message.names import validate_topic
 from reconsume.message.sysflag import HOST_V6_MASK
-from reconsume.message.tags import tags_code
 from reconsume.store import reads
 from reconsume.store.checkpoint import Checkpoint
 from reconsume.store.commitlog import CommitLog
 from reconsume.store.consume_queue import Entry
-from reconsume.store.flush import GroupCommit
+from reconsume.store.durability import Durability
 from reconsume.store.maintenance import Background
 from reconsume.store.queue_table import QueueTable
-from reconsume.store.recovery import RecoveryReport, recover_commit_log
+from reconsume.store.recovery import recover_store
+from reconsume.store.requests import PutRequest, PutResult, TagsCode, default_tags_code
+from reconsume.store.retention import delete_expired_segments
 from reconsume.store.settings import FlushMode, StoreSettings
 from reconsume.store.tables import OffsetTable, group_table, topic_table
 
 log = logging.getLogger(__name__)
 
-TagsCode = Callable[[str, str, int], int]
-"""(topic, encoded properties, store timestamp ms) → the consume-queue tag code. It must
-depend on nothing else: recovery recomputes it from the record."""
-
-
-def default_tags_code(topic: str, properties: str, store_timestamp_ms: int) -> int:
-    return tags_code(props.find_property(properties, props.TAGS))
-
-
-@dataclass(slots=True)
-class PutRequest:
-    """One message to append. ``properties`` is the encoded properties string."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties: str = ""
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp_ms: int = 0
-    born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
-    """Packed born host (:meth:`HostAddress.packed`)."""
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-
-
-class PutResult(NamedTuple):
-    commit_log_offset: int
-    size: int
-    queue_offset: int
-    store_timestamp_ms: int
-
-
-_new_tuple = tuple.__new__
-
-
 _LOOPBACK = HostAddress(b"\x7f\x00\x00\x01", 10911)
+_new_tuple = tuple.__new__
+# (request, topic bytes, properties bytes, head layout, sysFlag, body CRC, record size)
+_Prepared = tuple[PutRequest, bytes, bytes, Struct, int, int, int]
 
 
 class MessageStore:
@@ -111,6 +78,7 @@ class MessageStore:
         self._closed = False
         self.store_host = store_host
         self._store_host = store_host.packed()
+        self._heads = RECORDHEAD_LAYOUTS[len(self._store_host)]
         self._tags_code = tags_code
         self._valid_topics: dict[str, bytes] = {}
         """Topics appended to (validated), with their UTF-8 bytes."""
@@ -139,173 +107,130 @@ class MessageStore:
         self.groups = group_table(config)
         self.consumer_offsets = OffsetTable(config / "consumerOffset.json")
         self.schedule_offsets = OffsetTable(config / "delayOffset.json")
-        self._checkpoint_path = self.root / "checkpoint"
-        self.recovery = self._recover()
+        checkpoint_path = self.root / "checkpoint"
+        self.recovery = recover_store(
+            self.commitlog,
+            self.queues,
+            Checkpoint.load(checkpoint_path),
+            tags_code=self._tags_code,
+            max_record_bytes=s.max_message_bytes,
+            quarantine_dir=self.root / "quarantine",
+        )
         log.info("store %s: %s", self.root, self.recovery.summary())
-        self.group_commit = GroupCommit(self.commitlog.write_offset)
-        self._checkpointed = -1
-        self.write_checkpoint(clean=False)
+        self.durability = Durability(self.commitlog, self.queues, self._lock, checkpoint_path)
+        self.group_commit = self.durability.group_commit
+        self.durability.write_checkpoint(clean=False)
         self._background = Background(self) if background else None
         if self._background is not None:
             self._background.start()
 
-    # ------------------------------------------------------------------ recovery
-    def _recover(self) -> RecoveryReport:
-        checkpoint = Checkpoint.load(self._checkpoint_path)
-        report = RecoveryReport()
-        start = self.commitlog.min_offset
-        if checkpoint is not None:
-            report.clean_shutdown = checkpoint.clean_shutdown
-            report.checkpoint_offset = checkpoint.commit_log_offset
-            if start <= checkpoint.commit_log_offset <= self.commitlog.active.end:
-                start = checkpoint.commit_log_offset
-        recover_commit_log(
-            self.commitlog,
-            self.queues,
-            scan_start=start,
-            dispatch=lambda *args: self._redispatch(report, *args),
-            verify_crc=True,
-            max_record_bytes=self.settings.max_message_bytes,
-            quarantine_dir=self.root / "quarantine",
-            report=report,
-        )
-        return report
-
-    def _redispatch(
-        self,
-        report: RecoveryReport,
-        topic: str,
-        queue_id: int,
-        queue_offset: int,
-        phys: int,
-        size: int,
-        store_ts: int,
-        properties: str,
-    ) -> None:
-        queue = self.queues.get_or_create(topic, queue_id)
-        if queue_offset != queue.max_offset:
-            if not queue.files and queue.max_offset == queue.min_offset:
-                queue.reset_to(queue_offset)
-            elif queue_offset < queue.max_offset:
-                report.anomalies.append(
-                    f"{topic}/{queue_id}: record at {phys} has queue offset {queue_offset}, "
-                    f"already indexed; left out"
-                )
-                report.entries_dispatched -= 1
-                return
-            else:
-                report.anomalies.append(
-                    f"{topic}/{queue_id}: record at {phys} has queue offset {queue_offset}, "
-                    f"queue ends at {queue.max_offset}; indexed at the end"
-                )
-        queue.append(phys, size, self._tags_code(topic, properties, store_ts))
-
     # ------------------------------------------------------------------ writes
-    def _topic_bytes(self, topic: str) -> bytes:
-        """Validate a topic not appended to before and remember its UTF-8 bytes."""
-        encoded = topic.encode()
-        validate_topic(topic)
-        if len(encoded) > MAX_TOPIC_BYTES:
-            raise MessageTooLargeError(f"topic {topic!r} is longer than {MAX_TOPIC_BYTES}")
-        self._valid_topics[topic] = encoded
-        return encoded
+    def _prepare(self, request: PutRequest) -> _Prepared:
+        """Check one message and compute what its record needs, outside the lock."""
+        properties = request.properties.encode()
+        topic = self._valid_topics.get(request.topic)
+        if topic is None:
+            topic = request.topic.encode()
+            validate_topic(request.topic)
+            if len(topic) > MAX_TOPIC_BYTES:
+                raise MessageTooLargeError(f"topic {request.topic!r} exceeds {MAX_TOPIC_BYTES}")
+            self._valid_topics[request.topic] = topic
+        if not 0 <= request.queue_id <= 0x7FFFFFFF:
+            # a negative id's directory is not reloaded on restart; a larger one does not pack
+            raise InvalidArgumentError(f"queue id {request.queue_id} is not a non-negative int32")
+        head_bits = self._heads.get(len(request.born_host))
+        if head_bits is None:
+            raise InvalidArgumentError(
+                f"born host is {len(request.born_host)} bytes; a packed host is 8 or 20"
+            )
+        head, v6_bits = head_bits
+        body = request.body
+        size = head.size + len(body) + 3 + len(topic) + len(properties)
+        if size > self.settings.max_message_bytes or len(properties) > MAX_PROPERTIES_BYTES:
+            raise MessageTooLargeError(
+                f"message to {request.topic} is {size} bytes stored (properties "
+                f"{len(properties)}); the limit is {self.settings.max_message_bytes} "
+                f"(properties {MAX_PROPERTIES_BYTES})"
+            )
+        sys_flag = (request.sys_flag & ~HOST_V6_MASK) | v6_bits
+        return request, topic, properties, head, sys_flag, crc32(body) & 0x7FFFFFFF, size
+
+    def _write(self, prepared: _Prepared, now_ms: int) -> PutResult:
+        """Append one prepared record and index it; the caller holds the lock."""
+        request, topic, properties, head, sys_flag, crc, size = prepared
+        queue = self.queues.queues.get((request.topic, request.queue_id))
+        if queue is None:
+            queue = self.queues.get_or_create(request.topic, request.queue_id)
+        commitlog = self.commitlog
+        segment, local = commitlog.reserve(size)
+        phys = commitlog.write_offset
+        queue_offset = queue.max_offset
+        pack_record(
+            segment.mm,
+            local,
+            size,
+            head,
+            crc,
+            request.queue_id,
+            request.flag,
+            queue_offset,
+            phys,
+            sys_flag,
+            request.born_timestamp_ms,
+            request.born_host,
+            now_ms,
+            self._store_host,
+            request.reconsume_times,
+            request.prepared_transaction_offset,
+            request.body,
+            topic,
+            properties,
+        )
+        commitlog.write_offset = phys + size
+        queue.append(phys, size, self._tags_code(request.topic, request.properties, now_ms))
+        return _new_tuple(PutResult, (phys, size, queue_offset, now_ms))
 
     def append(self, request: PutRequest) -> PutResult:
-        """Append one message; durable only once :meth:`durable` for its end completes."""
-        return self.append_batch((request,))[0]
-
-    def append_batch(self, requests: Sequence[PutRequest]) -> list[PutResult]:
-        """Append messages in order, under one lock acquisition; all are checked first."""
-        # Per message only what differs between messages: the topic's bytes come from the
-        # valid-topic cache, the head layout from RECORD_HEADS, the body CRC is taken here,
-        # outside the lock, and the record is packed with positional arguments.
-        topics = self._valid_topics
-        heads = RECORD_HEADS[len(self._store_host)]
-        max_bytes = self.settings.max_message_bytes
-        prepared = []
-        for request in requests:
-            properties = request.properties.encode()
-            topic = topics.get(request.topic)
-            if topic is None:
-                topic = self._topic_bytes(request.topic)
-            if not 0 <= request.queue_id <= 0x7FFFFFFF:
-                # a negative id's directory is not reloaded on restart; a larger one does not pack
-                raise InvalidArgumentError(
-                    f"queue id {request.queue_id} is not a non-negative int32"
-                )
-            head_bits = heads.get(len(request.born_host))
-            if head_bits is None:
-                raise InvalidArgumentError(
-                    f"born host is {len(request.born_host)} bytes; a packed host is 8 or 20"
-                )
-            head, v6_bits = head_bits
-            body = request.body
-            size = head.size + len(body) + 3 + len(topic) + len(properties)
-            if size > max_bytes or len(properties) > MAX_PROPERTIES_BYTES:
-                raise MessageTooLargeError(
-                    f"message to {request.topic} is {size} bytes stored (properties "
-                    f"{len(properties)}); the limit is {max_bytes} "
-                    f"(properties {MAX_PROPERTIES_BYTES})"
-                )
-            sys_flag = (request.sys_flag & ~HOST_V6_MASK) | v6_bits
-            crc = crc32(body) & 0x7FFFFFFF  # codec.body_crc, without a Python call
-            prepared.append((request, topic, properties, head, sys_flag, crc, size))
-        results: list[PutResult] = []
-        commitlog = self.commitlog
-        store_host = self._store_host
-        queues = self.queues.queues
-        tag_code_of = self._tags_code
+        """Append one message; durable once :meth:`durable` of its end offset completes."""
+        prepared = self._prepare(request)
         lock = self._lock
-        lock.acquire()  # not `with`: its __enter__/__exit__ lookups cost as much
+        lock.acquire()  # not `with`: its __enter__/__exit__ lookups cost as much as the rest
         try:
-            if self._closed:
-                raise StoreClosedError(f"store {self.root} is closed")
-            now_ms = time.time_ns() // 1_000_000
-            for request, topic, properties, head, sys_flag, crc, size in prepared:
-                queue = queues.get((request.topic, request.queue_id))
-                if queue is None:
-                    queue = self.queues.get_or_create(request.topic, request.queue_id)
-                segment, local = commitlog.reserve(size)
-                phys = commitlog.write_offset
-                queue_offset = queue.max_offset
-                pack_record(
-                    segment.mm,
-                    local,
-                    size,
-                    head,
-                    crc,
-                    request.queue_id,
-                    request.flag,
-                    queue_offset,
-                    phys,
-                    sys_flag,
-                    request.born_timestamp_ms,
-                    request.born_host,
-                    now_ms,
-                    store_host,
-                    request.reconsume_times,
-                    request.prepared_transaction_offset,
-                    request.body,
-                    topic,
-                    properties,
-                )
-                commitlog.write_offset = phys + size
-                queue.append(phys, size, tag_code_of(request.topic, request.properties, now_ms))
-                # PutResult(...) without its Python-level __new__
-                results.append(_new_tuple(PutResult, (phys, size, queue_offset, now_ms)))
+            self._check_writable()
+            return self._write(prepared, time.time_ns() // 1_000_000)
         finally:
             lock.release()
-        return results
+
+    def append_batch(self, requests: Sequence[PutRequest]) -> list[PutResult]:
+        """Append messages in order under one lock; all are checked before any is written."""
+        prepared = [self._prepare(request) for request in requests]
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._check_writable()
+            now_ms = time.time_ns() // 1_000_000
+            write = self._write
+            return [write(item, now_ms) for item in prepared]
+        finally:
+            lock.release()
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.root} is closed")
+        self.durability.check_writable()
 
     def durable(self, end_offset: int) -> Future[None]:
         """A future done when every byte below ``end_offset`` is on disk."""
-        return self.group_commit.request(end_offset)
+        future = self.group_commit.request(end_offset)
+        if self._background is None and not future.done():
+            self.durability.flush_commit_log()  # no flush thread: flush here
+        return future
 
     def put(self, request: PutRequest, timeout_s: float | None = None) -> PutResult:
         """Append; under Sync flush return only after the covering fsync."""
         result = self.append(request)
         if self.settings.flush_mode is FlushMode.SYNC:
-            self.durable(result.commit_log_offset + result.size).result(timeout_s)
+            self.durable(result.end_offset).result(timeout_s)
         return result
 
     def put_batch(
@@ -313,15 +238,14 @@ class MessageStore:
     ) -> list[PutResult]:
         results = self.append_batch(requests)
         if results and self.settings.flush_mode is FlushMode.SYNC:
-            last = results[-1]
-            self.durable(last.commit_log_offset + last.size).result(timeout_s)
+            self.durable(results[-1].end_offset).result(timeout_s)
         return results
 
     async def put_async(self, request: PutRequest) -> PutResult:
         """:meth:`put` for an event loop: the fsync wait does not block the loop."""
         result = self.append(request)
         if self.settings.flush_mode is FlushMode.SYNC:
-            await asyncio.wrap_future(self.durable(result.commit_log_offset + result.size))
+            await asyncio.wrap_future(self.durable(result.end_offset))
         return result
 
     # ------------------------------------------------------------------ reads
@@ -337,13 +261,9 @@ class MessageStore:
         """Records of (topic, queue) from ``offset``; ``tag_codes`` filters by tag code."""
         with self._lock:
             self._ensure_open()
+            queue = self.queues.get(topic, queue_id)
             return reads.get_messages(
-                self.commitlog,
-                self.queues.get(topic, queue_id),
-                offset,
-                max_count,
-                max_bytes,
-                tag_codes,
+                self.commitlog, queue, offset, max_count, max_bytes, tag_codes
             )
 
     def read_message(self, commit_log_offset: int) -> bytes | None:
@@ -371,9 +291,8 @@ class MessageStore:
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         with self._lock:
-            return reads.offset_by_time(
-                self.commitlog, self.queues.get(topic, queue_id), timestamp_ms
-            )
+            queue = self.queues.get(topic, queue_id)
+            return reads.offset_by_time(self.commitlog, queue, timestamp_ms)
 
     def queue_ids(self, topic: str) -> list[int]:
         return [queue.queue_id for queue in self.queues.of_topic(topic)]
@@ -383,40 +302,17 @@ class MessageStore:
         with self._lock:
             count = self.queues.delete_topic(topic)
             self._valid_topics.pop(topic, None)
-        self.write_checkpoint(clean=False)
+        self.durability.write_checkpoint(clean=False)  # recovery must not re-index it
         return count
 
     # ------------------------------------------------------------------ maintenance
     def flush_commit_log(self) -> None:
         """fsync the commit log up to the current write position and release waiters."""
-        with self._lock:
-            target = self.commitlog.write_offset
-            start = self.group_commit.flushed
-            segments = [s for s in self.commitlog.segments if s.end > start and s.start < target]
-        if target <= start:
-            return
-        try:
-            for segment in segments:
-                segment.flush()
-        except OSError as exc:
-            log.exception("flushing the commit log of %s failed", self.root)
-            self.group_commit.fail(exc)
-            return
-        self.group_commit.advance(target)
+        self.durability.flush_commit_log()
 
     def write_checkpoint(self, *, clean: bool) -> None:
         """Flush log and queues, then record where recovery may start."""
-        with self._lock:
-            target = self.commitlog.write_offset
-            queues = list(self.queues)
-        if not clean and self._checkpointed == target:
-            return  # nothing appended since the last checkpoint
-        self.flush_commit_log()
-        for queue in queues:
-            if queue.flushed_offset != queue.max_offset:
-                queue.flush()
-        Checkpoint(target, clean, int(time.time() * 1000)).save(self._checkpoint_path)
-        self._checkpointed = target
+        self.durability.write_checkpoint(clean=clean)
 
     def persist_tables(self, *, force: bool = False) -> None:
         self.consumer_offsets.persist(force=force)
@@ -424,27 +320,17 @@ class MessageStore:
 
     def run_retention(self, now_s: float | None = None) -> int:
         """Delete whole commit-log segments older than the retention; returns how many."""
-        now_s = time.time() if now_s is None else now_s
-        limit_s = self.settings.retention_hours * 3600
-        deleted = 0
-        with self._lock:
-            while len(self.commitlog.segments) > 1:
-                first = self.commitlog.segments[0]
-                if first.end > self.commitlog.write_offset:
-                    break
-                if now_s - first.path.stat().st_mtime < limit_s:
-                    break
-                self.commitlog.drop_first().delete()
-                deleted += 1
-            if deleted:
-                for queue in self.queues:
-                    queue.drop_files_below(self.commitlog.min_offset)
-                log.info("retention removed %d commit-log segments from %s", deleted, self.root)
-        return deleted
+        return delete_expired_segments(
+            self.commitlog,
+            self.queues,
+            self._lock,
+            self.settings.retention_hours * 3600,
+            time.time() if now_s is None else now_s,
+        )
 
     def flush(self) -> None:
         """Make everything durable now: log, queues, checkpoint and offset tables."""
-        self.write_checkpoint(clean=False)
+        self.durability.write_checkpoint(clean=False)
         self.persist_tables()
 
     @property
@@ -464,7 +350,7 @@ class MessageStore:
             self._closed = True
         if self._background is not None:
             self._background.stop()
-        self.write_checkpoint(clean=True)
+        self.durability.write_checkpoint(clean=True)
         self.persist_tables()
         self.group_commit.close()
         with self._lock:

@@ -16,13 +16,15 @@ from reconsume.message.address import HostAddress
 from reconsume.message.codec import (
     MESSAGE_MAGIC_CODE,
     body_crc,
-    check_record,
-    decode_record,
     encode_record,
-    iter_records,
-    peek_routing,
     record_size,
     write_record,
+)
+from reconsume.message.decode import (
+    check_record,
+    decode_record,
+    iter_records,
+    peek_routing,
 )
 from reconsume.message.model import StoredMessage
 from reconsume.message.properties import decode_properties, encode_properties

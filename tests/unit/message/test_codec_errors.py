@@ -23,9 +23,11 @@ from reconsume.message.address import HostAddress
 from reconsume.message.codec import (
     BLANK_MAGIC_CODE,
     body_crc,
+    encode_record,
+)
+from reconsume.message.decode import (
     check_record,
     decode_record,
-    encode_record,
     iter_records,
 )
 from reconsume.message.model import StoredMessage

@@ -13,6 +13,8 @@ from reconsume.message import properties as props
 from reconsume.message.codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+)
+from reconsume.message.decode import (
     decode_record,
     peek_routing,
 )

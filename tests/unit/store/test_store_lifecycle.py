@@ -270,9 +270,11 @@ def test_puts_of_a_batch_are_contiguous_and_durable(tmp_path: Path) -> None:
         check_consistency(store)
 
 
-def test_a_failed_fsync_fails_the_puts_waiting_on_it(
+def test_a_failed_fsync_makes_the_store_read_only_until_reopened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # After a failed fdatasync the kernel may have dropped the dirty pages, so no later
+    # fsync can prove earlier bytes durable: the store must stop accepting writes.
     real_flush = MappedFile.flush
     failures = [OSError(5, "injected EIO")]
 
@@ -285,10 +287,23 @@ def test_a_failed_fsync_fails_the_puts_waiting_on_it(
         monkeypatch.setattr(MappedFile, "flush", flaky_flush)
         with pytest.raises(StoreError, match="injected EIO"):
             store.put(request("Disk", 0, b"unlucky"), timeout_s=30)
+        with pytest.raises(StoreError, match="read-only"):
+            store.put(request("Disk", 0, b"refused"), timeout_s=30)
+        with pytest.raises(StoreError, match="read-only"):
+            store.durable(store.commitlog.write_offset + 1).result(timeout=30)
+        assert store.get_messages("Disk", 0, 0).records  # reads still work
+    monkeypatch.setattr(MappedFile, "flush", real_flush)
+    with MessageStore(tmp_path, small_settings(flush_mode=FlushMode.SYNC)) as store:
         result = store.put(request("Disk", 0, b"lucky"), timeout_s=30)
-        assert result.queue_offset == 1
-        assert store.group_commit.flushed >= result.commit_log_offset + result.size
+        assert result.queue_offset == 1  # the unacknowledged put reached the page cache
         check_consistency(store)
+
+
+def test_sync_put_without_a_background_thread_flushes_itself(tmp_path: Path) -> None:
+    settings = small_settings(flush_mode=FlushMode.SYNC)
+    with MessageStore(tmp_path, settings, background=False) as store:
+        result = store.put(request("Inline", 0, b"x"), timeout_s=10)
+        assert store.group_commit.flushed >= result.end_offset
 
 
 def test_close_during_sync_puts_neither_hangs_nor_loses_them(tmp_path: Path) -> None:
