@@ -68,7 +68,7 @@ HEAD_LAYOUTS: dict[tuple[int, int], struct.Struct] = {
 }
 
 # store host bytes -> born host bytes -> (head layout, the sysFlag v6 bits of those lengths)
-RECORDHEAD_LAYOUTS: dict[int, dict[int, tuple[struct.Struct, int]]] = {
+RECORD_HEADS: dict[int, dict[int, tuple[struct.Struct, int]]] = {
     s: {
         b: (
             HEAD_LAYOUTS[(b, s)],
@@ -155,7 +155,7 @@ def write_record(
     ``sys_flag`` are set from their lengths. The caller has checked the part lengths
     (:func:`check_part_lengths`) and that the buffer has room. ``totalSize`` is written last.
     """
-    head, v6_bits = RECORDHEAD_LAYOUTS[len(store_host)][len(born_host)]
+    head, v6_bits = RECORD_HEADS[len(store_host)][len(born_host)]
     size = head.size + len(body) + 3 + len(topic) + len(properties)
     pack_record(
         buf,
@@ -206,7 +206,7 @@ def pack_record(
 
     The store's append path (a keyword call with write_record's 16 arguments costs as much as
     packing the record). ``head`` and the v6 bits already in ``sys_flag`` come from
-    ``RECORDHEAD_LAYOUTS[len(store_host)][len(born_host)]``, ``crc`` is :func:`body_crc` of
+    ``RECORD_HEADS[len(store_host)][len(born_host)]``, ``crc`` is :func:`body_crc` of
     ``body`` and ``size`` is :func:`record_size` of the parts. ``totalSize`` is written last.
     """
     head.pack_into(

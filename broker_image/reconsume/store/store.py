@@ -32,7 +32,7 @@ from reconsume.message.codec import (
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC_CODE,
-    RECORDHEAD_LAYOUTS,
+    RECORD_HEADS,
     pack_record,
 )
 from reconsume.message.names import validate_topic
@@ -78,7 +78,7 @@ class MessageStore:
         self._closed = False
         self.store_host = store_host
         self._store_host = store_host.packed()
-        self._heads = RECORDHEAD_LAYOUTS[len(self._store_host)]
+        self._heads = RECORD_HEADS[len(self._store_host)]
         self._tags_code = tags_code
         self._valid_topics: dict[str, bytes] = {}
         """Topics appended to (validated), with their UTF-8 bytes."""
