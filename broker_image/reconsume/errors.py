@@ -12,7 +12,13 @@
     │   ├── BadMagicError             the magic code is not a message record's
     │   ├── RecordLengthError         the total size disagrees with the lengths inside
     │   ├── BodyCrcError              the stored body CRC does not match the body
-    │   └── InvalidMessageIdError     a message id that is not hex of the expected length
+    │   ├── InvalidMessageIdError     a message id that is not hex of the expected length
+    │   └── FrameError                a remoting frame that does not decode
+    ├── RemotingError                 talking to a name server or broker failed
+    │   ├── RemotingConnectError      no connection could be made (retriable)
+    │   ├── RemotingTimeoutError      no response within the timeout (retriable)
+    │   └── ResponseError             the peer answered with an error code; one subclass per
+    │                                 code in reconsume.wire.errors, each with ``retriable``
     └── StoreError                    the message store could not do what was asked
         ├── StoreClosedError          the store was closed
         ├── StoreCorruptionError      a file is damaged beyond what recovery repairs
@@ -67,6 +73,39 @@ class BodyCrcError(CodecError):
 
 class InvalidMessageIdError(CodecError):
     """A message id that is not hex of the expected length."""
+
+
+class FrameError(CodecError):
+    """A remoting frame that does not decode (bad length, header or serialization type)."""
+
+
+class RemotingError(ReconsumeError):
+    """Talking to a name server or broker failed."""
+
+    retriable = False
+
+
+class RemotingConnectError(RemotingError):
+    """No connection could be made to the address."""
+
+    retriable = True
+
+
+class RemotingTimeoutError(RemotingError):
+    """The peer did not answer within the timeout."""
+
+    retriable = True
+
+
+class ResponseError(RemotingError):
+    """The peer answered with an error response code."""
+
+    def __init__(self, code: int, remark: str | None, operation: str = "") -> None:
+        self.code = code
+        self.remark = remark
+        self.operation = operation
+        where = f"{operation}: " if operation else ""
+        super().__init__(f"{where}{type(self).__name__} (code {code}): {remark or 'no remark'}")
 
 
 class StoreError(ReconsumeError):

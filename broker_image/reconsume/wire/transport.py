@@ -1,0 +1,291 @@
+"""asyncio transport for remoting commands, shared by servers and clients.
+
+A :class:`Connection` carries requests both ways: it answers incoming requests through a
+:class:`Dispatcher` (a broker also *sends* requests to consumers on their connection) and
+matches incoming responses to the futures of requests it sent, by ``opaque``. A frame that
+does not decode closes that connection only, with a log line naming the peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from reconsume.errors import FrameError, RemotingConnectError, RemotingError, RemotingTimeoutError
+from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.frame import MAX_FRAME_BYTES, FrameReader, encode_frame
+
+log = logging.getLogger(__name__)
+
+HandlerResult = RemotingCommand | None
+Handler = Callable[[RemotingCommand, "Connection"], HandlerResult | Awaitable[HandlerResult]]
+"""Answers a request: a response, None (no answer, e.g. oneway), or an awaitable of either."""
+
+
+class Dispatcher:
+    """Request code → handler. Unknown codes answer REQUEST_CODE_NOT_SUPPORTED."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._handlers: dict[int, Handler] = {}
+
+    def register(self, code: int, handler: Handler) -> None:
+        self._handlers[code] = handler
+
+    def handler(self, code: int) -> Handler | None:
+        return self._handlers.get(code)
+
+
+class Connection(asyncio.Protocol):
+    """One TCP connection speaking remoting frames."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._reader = FrameReader(max_frame_bytes)
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._on_close = on_close
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = asyncio.get_running_loop().create_future()
+        self.peer = "?"
+        self.attributes: dict[str, Any] = {}
+        """Per-connection state owned by the application (e.g. the client id)."""
+
+    # -------------------------------------------------------------- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = f"{peer[0]}:{peer[1]}"
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._reader.feed(data)
+        except FrameError as exc:
+            log.warning("%s: closing connection from %s: %s", self._dispatcher.name, self.peer, exc)
+            self.close()
+            return
+        for command in commands:
+            if command.is_response:
+                future = self._pending.pop(command.opaque, None)
+                if future is not None and not future.done():
+                    future.set_result(command)
+            else:
+                self._handle(command)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        error = RemotingError(f"connection to {self.peer} closed" + (f": {exc}" if exc else ""))
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    # -------------------------------------------------------------- requests in
+    def _handle(self, request: RemotingCommand) -> None:
+        handler = self._dispatcher.handler(request.code)
+        if handler is None:
+            self._reply(
+                request,
+                request.respond(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    f"{self._dispatcher.name}: request code {request.code} is not supported",
+                ),
+            )
+            return
+        try:
+            result = handler(request, self)
+        except Exception as exc:  # noqa: BLE001 - any handler failure answers SYSTEM_ERROR
+            self._reply(request, self._failure(request, exc))
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(self._finish(request, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self._reply(request, result)
+
+    async def _finish(self, request: RemotingCommand, pending: Awaitable[HandlerResult]) -> None:
+        try:
+            response = await pending
+        except Exception as exc:  # noqa: BLE001 - any handler failure answers SYSTEM_ERROR
+            response = self._failure(request, exc)
+        self._reply(request, response)
+
+    def _failure(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        log.exception("%s: %s failed", self._dispatcher.name, request.describe())
+        return request.respond(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _reply(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        if response is not None and not request.is_oneway:
+            self.send(response)
+
+    # -------------------------------------------------------------- requests out
+    def send(self, command: RemotingCommand) -> None:
+        """Write one command (no answer expected or already an answer)."""
+        if self._transport is None or self._transport.is_closing():
+            raise RemotingError(f"connection to {self.peer} is closed")
+        self._transport.write(encode_frame(command))
+
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send ``request`` and wait for its response."""
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[request.opaque] = future
+        try:
+            self.send(request)
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError as exc:
+            name = _code_name(request.code)
+            raise RemotingTimeoutError(
+                f"{name} to {self.peer}: no response within {timeout_s:g}s"
+            ) from exc
+        finally:
+            self._pending.pop(request.opaque, None)
+
+    @property
+    def is_open(self) -> bool:
+        return self._transport is not None and not self._transport.is_closing()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    async def aclose(self) -> None:
+        self.close()
+        with contextlib.suppress(Exception):
+            await self.closed
+
+
+def _code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return f"request {code}"
+
+
+class RemotingServer:
+    """Accepts connections and answers their requests through one dispatcher."""
+
+    def __init__(self, dispatcher: Dispatcher, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.dispatcher = dispatcher
+        self._max_frame_bytes = max_frame_bytes
+        self._server: asyncio.Server | None = None
+        self.connections: set[Connection] = set()
+        self.on_disconnect: list[Callable[[Connection], None]] = []
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (port 0 picks one); returns the port."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, host, port, reuse_address=True
+        )
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def _new_connection(self) -> Connection:
+        connection = Connection(
+            self.dispatcher, max_frame_bytes=self._max_frame_bytes, on_close=self._closed
+        )
+        self.connections.add(connection)
+        return connection
+
+    def _closed(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+        for callback in self.on_disconnect:
+            callback(connection)
+
+    def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def stop(self) -> None:
+        """Stop accepting and close every connection."""
+        self.stop_accepting()
+        for connection in list(self.connections):
+            await connection.aclose()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+
+class RemotingClient:
+    """One connection per address, opened on first use and reopened after it drops."""
+
+    def __init__(
+        self, dispatcher: Dispatcher | None = None, *, connect_timeout_s: float = 3.0
+    ) -> None:
+        self.dispatcher = dispatcher or Dispatcher("client")
+        self._connect_timeout_s = connect_timeout_s
+        self._connections: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Future[Connection]] = {}
+
+    async def connection(self, address: str) -> Connection:
+        existing = self._connections.get(address)
+        if existing is not None and existing.is_open:
+            return existing
+        pending = self._connecting.get(address)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._connecting[address] = future
+        try:
+            connection = await self._open(address)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: other waiters re-raise it
+            raise
+        finally:
+            self._connecting.pop(address, None)
+        self._connections[address] = connection
+        future.set_result(connection)
+        return connection
+
+    async def _open(self, address: str) -> Connection:
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit():
+            raise RemotingConnectError(f"address {address!r} is not host:port")
+        loop = asyncio.get_running_loop()
+        try:
+            _transport, connection = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: Connection(self.dispatcher), host.strip("[]"), int(port)
+                ),
+                self._connect_timeout_s,
+            )
+        except (OSError, TimeoutError) as exc:
+            raise RemotingConnectError(f"cannot connect to {address}: {exc}") from exc
+        return connection
+
+    async def invoke(
+        self, address: str, request: RemotingCommand, timeout_s: float = 3.0
+    ) -> RemotingCommand:
+        connection = await self.connection(address)
+        return await connection.invoke(request, timeout_s)
+
+    async def send_oneway(self, address: str, request: RemotingCommand) -> None:
+        connection = await self.connection(address)
+        connection.send(request)
+
+    def drop(self, address: str) -> None:
+        connection = self._connections.pop(address, None)
+        if connection is not None:
+            connection.close()
+
+    async def close(self) -> None:
+        for connection in list(self._connections.values()):
+            await connection.aclose()
+        self._connections.clear()
