@@ -61,6 +61,32 @@ def _store_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _namesrv(args: argparse.Namespace) -> int:
+    from reconsume.errors import InvalidArgumentError
+    from reconsume.message.address import HostAddress
+    from reconsume.namesrv import NameServer, NamesrvSettings
+    from reconsume.runtime import run_until_signalled
+
+    try:
+        listen = HostAddress.parse(args.listen)
+        settings = NamesrvSettings(
+            listen_host=str(listen).rpartition(":")[0].strip("[]"),
+            listen_port=listen.port,
+            broker_expiry_s=args.broker_expiry_s,
+            scan_interval_s=args.scan_interval_s,
+        )
+    except InvalidArgumentError as exc:
+        print(f"reconsume namesrv: invalid setting: {exc}", file=sys.stderr)
+        return 2
+    server = NameServer(settings)
+
+    async def start() -> str:
+        port = await server.start()
+        return f"{settings.listen_host}:{port}"
+
+    return run_until_signalled(start, server.stop, "reconsume namesrv")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reconsume", description="Retry topology for message-queue consumer groups."
@@ -73,6 +99,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rounds", type=int, default=3, help="kill-and-recover rounds")
     demo.add_argument("--dir", type=Path, help="store directory (default: a temporary one)")
     demo.set_defaults(run=_demo)
+
+    namesrv = commands.add_parser("namesrv", help="run a name server (broker registry, routes)")
+    namesrv.add_argument(
+        "--listen", default="127.0.0.1:9876", help="host:port to listen on (port 0: any free one)"
+    )
+    namesrv.add_argument(
+        "--broker-expiry-s",
+        type=float,
+        default=120.0,
+        help="drop a broker not heard from for this many seconds",
+    )
+    namesrv.add_argument(
+        "--scan-interval-s", type=float, default=10.0, help="seconds between expiry scans"
+    )
+    namesrv.set_defaults(run=_namesrv)
 
     store = commands.add_parser("store", help="inspect a broker's message store")
     store_commands = store.add_subparsers(dest="store_command", required=True)

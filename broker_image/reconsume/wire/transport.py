@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from reconsume.errors import FrameError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from reconsume.wire.codes import RequestCode, ResponseCode
@@ -64,8 +64,8 @@ class Connection(asyncio.Protocol):
 
     # -------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's TCP transport implements asyncio.Transport without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = f"{peer[0]}:{peer[1]}"

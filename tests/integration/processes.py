@@ -1,0 +1,87 @@
+"""Start reconsume server processes on loopback and wait until they listen."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RECONSUME = shutil.which("reconsume") or str(Path(sys.executable).with_name("reconsume"))
+_LISTENING = re.compile(r"listening on (\S+)")
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[str]
+    address: str
+    output: list[str] = field(default_factory=list)
+    pump: threading.Thread | None = None
+
+    def _release(self) -> None:
+        if self.pump is not None:
+            self.pump.join(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def stop(self, timeout_s: float = 15.0) -> int:
+        """SIGTERM, wait for exit, return the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+        finally:
+            self._release()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self._release()
+
+
+def start_server(*args: str, timeout_s: float = 20.0) -> ServerProcess:
+    """Run ``reconsume <args>`` and wait for its "listening on" line."""
+    process = subprocess.Popen(
+        [RECONSUME, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    found: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            match = _LISTENING.search(line)
+            if match and not found:
+                found.append(match.group(1))
+                ready.set()
+        ready.set()
+
+    pumper = threading.Thread(target=pump, daemon=True)
+    pumper.start()
+    deadline = time.monotonic() + timeout_s
+    while not ready.wait(0.05):
+        if time.monotonic() > deadline:
+            ServerProcess(process, "", lines, pumper).kill()
+            raise TimeoutError(f"reconsume {' '.join(args)} did not start: {''.join(lines)}")
+    if not found:
+        ServerProcess(process, "", lines, pumper).kill()
+        raise RuntimeError(f"reconsume {' '.join(args)} exited: {''.join(lines)}")
+    return ServerProcess(process, found[0], lines, pumper)
