@@ -1,0 +1,1 @@
+"""The Python client: routes, producer, push consumer and admin client (asyncio first)."""
