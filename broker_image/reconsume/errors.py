@@ -18,7 +18,9 @@
     │   ├── RemotingConnectError      no connection could be made (retriable)
     │   ├── RemotingTimeoutError      no response within the timeout (retriable)
     │   └── ResponseError             the peer answered with an error code; one subclass per
-    │                                 code in reconsume.wire.errors, each with ``retriable``
+    │       │                         code in reconsume.wire.errors, each with ``retriable``
+    │       ├── ResponseCodeError     base of those per-code classes (SystemBusyError, ...)
+    │       └── UnknownResponseError  a code reconsume does not know (not retriable)
     └── StoreError                    the message store could not do what was asked
         ├── StoreClosedError          the store was closed
         ├── StoreCorruptionError      a file is damaged beyond what recovery repairs

@@ -89,8 +89,11 @@ def _as_int(value: object, name: str) -> int:
 
 def _decode_json_header(raw: bytes | memoryview) -> dict[str, object]:
     try:
-        header = json.loads(bytes(raw))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        # Strict UTF-8: json.loads(bytes) would also take UTF-16/32 and encoded surrogates.
+        header = json.loads(bytes(raw).decode())
+    except (ValueError, RecursionError) as exc:
+        # ValueError covers JSONDecodeError, UnicodeDecodeError and integers beyond Python's
+        # digit limit; RecursionError deeply nested arrays or objects.
         raise FrameError(f"JSON header does not parse: {exc}") from exc
     if not isinstance(header, dict):
         raise FrameError("JSON header is not an object")
@@ -102,7 +105,9 @@ def _json_command(raw: bytes | memoryview, body: bytes) -> RemotingCommand:
     language = header.get("language", "JAVA")
     if isinstance(language, str):
         language = _LANG_BY_NAME.get(language, LanguageCode.OTHER)
-    ext = header.get("extFields") or {}
+    ext = header.get("extFields")
+    if ext is None:
+        ext = {}
     if not isinstance(ext, dict):
         raise FrameError("header field extFields must be an object")
     remark = header.get("remark")
@@ -230,8 +235,11 @@ class FrameReader:
                 end = start + 4 + length
                 if end > len(buffer):
                     break
+                # Decode a copy: a view of the buffer kept alive by a FrameError's traceback
+                # would make the resize below raise BufferError.
                 with memoryview(buffer) as view:
-                    commands.append(decode_payload(view[start + 4 : end]))
+                    payload = bytes(view[start + 4 : end])
+                commands.append(decode_payload(payload))
                 start = end
         finally:
             del buffer[:start]

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from reconsume.errors import FrameError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from reconsume.wire.codes import RequestCode, ResponseCode
-from reconsume.wire.command import RemotingCommand
+from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
 from reconsume.wire.frame import MAX_FRAME_BYTES, FrameReader, encode_frame
 
 log = logging.getLogger(__name__)
@@ -133,8 +133,19 @@ class Connection(asyncio.Protocol):
         return request.respond(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
     def _reply(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
-        if response is not None and not request.is_oneway:
-            self.send(response)
+        if response is None or request.is_oneway:
+            return
+        # As RocketMQ's NettyRemotingAbstract does: the handler's command answers this request,
+        # in its serialization type, however the handler built it.
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        response.serialize_type = request.serialize_type
+        if not self.is_open:
+            # The peer left while an async handler ran; send() would raise inside a task
+            # nobody awaits.
+            log.debug("%s left before %s was answered", self.peer, request.describe())
+            return
+        self.send(response)
 
     # -------------------------------------------------------------- requests out
     def send(self, command: RemotingCommand) -> None:
