@@ -87,6 +87,48 @@ def _namesrv(args: argparse.Namespace) -> int:
     return run_until_signalled(start, server.stop, "reconsume namesrv")
 
 
+def _broker(args: argparse.Namespace) -> int:
+    from reconsume.broker import Broker, BrokerSettings
+    from reconsume.broker.settings import DEFAULT_DELAY_LEVELS
+    from reconsume.errors import InvalidArgumentError, ReconsumeError
+    from reconsume.message.address import HostAddress
+    from reconsume.runtime import run_until_signalled
+    from reconsume.store.settings import FlushMode
+
+    try:
+        try:
+            listen = HostAddress.parse(args.listen)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"setting listen: {exc}") from None
+        settings = BrokerSettings(
+            store_dir=args.store_dir,
+            listen_host=str(listen).rpartition(":")[0].strip("[]"),
+            listen_port=listen.port,
+            advertised_address=args.advertise,
+            namesrv_addresses=tuple(
+                a.strip() for a in (args.namesrv or "").split(";") if a.strip()
+            ),
+            broker_name=args.broker_name,
+            cluster_name=args.cluster,
+            auto_create_topic=args.auto_create_topic,
+            auto_create_subscription_group=args.auto_create_group,
+            default_topic_queue_nums=args.default_queues,
+            flush_mode=FlushMode(args.flush),
+            offset_persist_interval_ms=args.offset_persist_interval_ms,
+            delay_levels=args.delay_levels or DEFAULT_DELAY_LEVELS,
+            register_interval_s=args.register_interval_s,
+        )
+    except InvalidArgumentError as exc:
+        print(f"reconsume broker: invalid setting: {exc}", file=sys.stderr)
+        return 2
+    broker = Broker(settings)
+    try:
+        return run_until_signalled(broker.start, broker.stop, "reconsume broker")
+    except ReconsumeError as exc:
+        print(f"reconsume broker: {exc}", file=sys.stderr)
+        return 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reconsume", description="Retry topology for message-queue consumer groups."
@@ -114,6 +156,54 @@ def build_parser() -> argparse.ArgumentParser:
         "--scan-interval-s", type=float, default=10.0, help="seconds between expiry scans"
     )
     namesrv.set_defaults(run=_namesrv)
+
+    broker = commands.add_parser("broker", help="run a broker (store, send, pull, admin)")
+    broker.add_argument(
+        "--listen", default="127.0.0.1:10911", help="host:port to listen on (port 0: any free one)"
+    )
+    broker.add_argument(
+        "--advertise", help="ip:port to register and put in message ids (default: --listen)"
+    )
+    broker.add_argument(
+        "--namesrv", default="", help="name server addresses, ';'-separated (host:port;host:port)"
+    )
+    broker.add_argument("--store-dir", required=True, help="directory of the message store")
+    broker.add_argument("--broker-name", default="broker-a", help="this shard's broker name")
+    broker.add_argument("--cluster", default="DefaultCluster", help="cluster name")
+    broker.add_argument(
+        "--flush", choices=["Async", "Sync"], default="Async", help="when a send counts as durable"
+    )
+    broker.add_argument(
+        "--auto-create-topic",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="create unknown topics on first send",
+    )
+    broker.add_argument(
+        "--auto-create-group",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="create an unknown consumer group's config on first heartbeat or pull",
+    )
+    broker.add_argument(
+        "--default-queues", type=int, default=8, help="queues of an auto-created topic (at most)"
+    )
+    broker.add_argument(
+        "--offset-persist-interval-ms",
+        type=int,
+        default=5000,
+        help="milliseconds between writes of changed consumer offsets",
+    )
+    broker.add_argument(
+        "--delay-levels", help="delay levels, e.g. '1s 5s 10s 30s 1m' (default: RocketMQ's 18)"
+    )
+    broker.add_argument(
+        "--register-interval-s",
+        type=float,
+        default=30.0,
+        help="seconds between registrations with the name servers",
+    )
+    broker.set_defaults(run=_broker)
 
     store = commands.add_parser("store", help="inspect a broker's message store")
     store_commands = store.add_subparsers(dest="store_command", required=True)

@@ -1,0 +1,168 @@
+"""State every request handler of a broker shares, and the topic and group rules they apply.
+
+The topic rules are RocketMQ's ``TopicConfigManager``: a send to an unknown topic creates it
+from a template topic (``createTopicInSendMessageMethod``), and the broker creates retry and
+dead-letter topics itself (``createTopicInSendMessageBackMethod``). Unknown consumer groups get
+a default config on first use when ``auto_create_subscription_group`` is on
+(``SubscriptionGroupManager.findSubscriptionGroupConfig``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from reconsume.broker.consumers import ConsumerRegistry
+from reconsume.broker.locks import LockTable
+from reconsume.broker.longpoll import PullWaiters
+from reconsume.broker.settings import BrokerSettings
+from reconsume.message.address import HostAddress
+from reconsume.message.configs import (
+    PERM_INHERIT,
+    PERM_READ_WRITE,
+    SubscriptionGroupConfig,
+    TopicConfig,
+)
+from reconsume.message.names import DEFAULT_TOPIC
+from reconsume.store import MessageStore
+from reconsume.store.requests import TagsCode, default_tags_code
+
+log = logging.getLogger(__name__)
+
+
+class BrokerContext:
+    """The store, the client registry, held pulls and queue locks of one broker."""
+
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        store: MessageStore,
+        store_host: HostAddress,
+        on_topics_changed: Callable[[], None],
+        tags_code: TagsCode = default_tags_code,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.store_host = store_host
+        self.address = str(store_host)
+        self.tags_code = tags_code
+        """The store's tag-code hook: long polling matches new messages with it."""
+        self.consumers = ConsumerRegistry(self._notify_enabled)
+        self.waiters = PullWaiters()
+        self.locks = LockTable()
+        self._on_topics_changed = on_topics_changed
+        self._version_stamps: dict[str, tuple[int, int]] = {}
+
+    # ------------------------------------------------------------------ topics
+    def topic(self, name: str) -> TopicConfig | None:
+        return self.store.topics.get(name)
+
+    def put_topic(self, config: TopicConfig) -> None:
+        """Create or replace a topic config; name servers hear of it at once."""
+        self.store.topics.put(config.topic_name, config)
+        log.info("topic %s: %s", config.topic_name, config.to_dict())
+        self._on_topics_changed()
+
+    def delete_topic(self, name: str) -> bool:
+        deleted = self.store.topics.delete(name)
+        if deleted:
+            self._on_topics_changed()
+        return deleted
+
+    def create_topic_for_send(
+        self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """``createTopicInSendMessageMethod``: the topic if it exists, else a new one made from
+        ``default_topic``'s config when that has the inherit permission; None when refused."""
+        existing = self.topic(topic)
+        if existing is not None:
+            return existing
+        template = self.topic(default_topic)
+        if template is None:
+            log.warning("not creating topic %s: template topic %s absent", topic, default_topic)
+            return None
+        perm = template.perm
+        if default_topic == DEFAULT_TOPIC and not self.settings.auto_create_topic:
+            perm = PERM_READ_WRITE
+        if not perm & PERM_INHERIT:
+            log.warning(
+                "not creating topic %s: template %s does not allow it", topic, default_topic
+            )
+            return None
+        queue_nums = max(0, min(client_queue_nums, template.write_queue_nums))
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=queue_nums,
+            write_queue_nums=queue_nums,
+            perm=perm & ~PERM_INHERIT,
+            topic_filter_type=template.topic_filter_type,
+            topic_sys_flag=topic_sys_flag,
+        )
+        self.put_topic(config)
+        return config
+
+    def ensure_topic(
+        self, topic: str, queue_nums: int, perm: int = PERM_READ_WRITE, topic_sys_flag: int = 0
+    ) -> TopicConfig:
+        """``createTopicInSendMessageBackMethod``: the topic as it is, or created with these
+        queues and permission (retry and dead-letter topics)."""
+        existing = self.topic(topic)
+        if existing is not None:
+            return existing
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=queue_nums,
+            write_queue_nums=queue_nums,
+            perm=perm,
+            topic_sys_flag=topic_sys_flag,
+        )
+        self.put_topic(config)
+        return config
+
+    def prepare_default_topic(self) -> None:
+        """With auto-creation on, serve the template topic TBW102 (RocketMQ creates it so
+        producers find a broker for topics that do not exist yet); with it off, do not."""
+        current = self.topic(DEFAULT_TOPIC)
+        if self.settings.auto_create_topic:
+            queues = self.settings.default_topic_queue_nums
+            wanted = TopicConfig(
+                topic_name=DEFAULT_TOPIC,
+                read_queue_nums=queues,
+                write_queue_nums=queues,
+                perm=PERM_READ_WRITE | PERM_INHERIT,
+            )
+            if current != wanted:
+                self.store.topics.put(DEFAULT_TOPIC, wanted)
+        elif current is not None:
+            self.store.topics.delete(DEFAULT_TOPIC)
+
+    def topic_data_version(self) -> dict[str, Any]:
+        """RocketMQ's ``DataVersion`` of the topic table: the change counter and when the
+        broker saw it change."""
+        return self._data_version("topics", self.store.topics.version)
+
+    def group_data_version(self) -> dict[str, Any]:
+        return self._data_version("groups", self.store.groups.version)
+
+    def _data_version(self, table: str, counter: int) -> dict[str, Any]:
+        seen = self._version_stamps.get(table)
+        if seen is None or seen[0] != counter:
+            seen = (counter, int(time.time() * 1000))
+            self._version_stamps[table] = seen
+        return {"counter": counter, "timestamp": seen[1]}
+
+    # ------------------------------------------------------------------ groups
+    def find_group(self, name: str) -> SubscriptionGroupConfig | None:
+        """The group's config; created with defaults when unknown and auto-creation is on."""
+        config = self.store.groups.get(name)
+        if config is None and self.settings.auto_create_subscription_group:
+            config = SubscriptionGroupConfig(group_name=name)
+            self.store.groups.put(name, config)
+            log.info("subscription group %s created with defaults", name)
+        return config
+
+    def _notify_enabled(self, group: str) -> bool:
+        config = self.store.groups.get(group)
+        return config is None or config.notify_consumer_ids_changed_enable

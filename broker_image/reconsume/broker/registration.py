@@ -1,0 +1,136 @@
+"""Registering the broker with its name servers (RocketMQ's ``BrokerOuterAPI.registerBrokerAll``).
+
+Every ``register_interval_s``, and right after the topic table changes, the broker sends
+REGISTER_BROKER with a ``RegisterBrokerBody`` (its whole topic table and the table's data
+version) to every name server at once. On stop it sends UNREGISTER_BROKER. A name server that
+does not answer is logged and tried again at the next round; it never delays the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from reconsume.errors import RemotingError
+from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from reconsume.wire.transport import Dispatcher, RemotingClient
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 3.0
+
+
+class Registrar:
+    """Keeps one broker registered with every name server."""
+
+    def __init__(
+        self,
+        *,
+        namesrv_addresses: tuple[str, ...],
+        broker_name: str,
+        broker_addr: str,
+        cluster_name: str,
+        broker_id: int,
+        interval_s: float,
+        topic_wrapper: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.namesrv_addresses = namesrv_addresses
+        self.broker_name = broker_name
+        self.broker_addr = broker_addr
+        self.cluster_name = cluster_name
+        self.broker_id = broker_id
+        self.interval_s = interval_s
+        self._topic_wrapper = topic_wrapper
+        self._client = RemotingClient(Dispatcher("broker-registration"))
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.registrations = 0
+        """Successful REGISTER_BROKER answers so far (all name servers together)."""
+
+    def start(self) -> None:
+        if self.namesrv_addresses and self._task is None:
+            self._task = asyncio.create_task(self._run(), name="broker-registration")
+
+    def topics_changed(self) -> None:
+        """Register again now (the topic table changed)."""
+        self._changed.set()
+
+    async def _run(self) -> None:
+        while True:
+            self._changed.clear()
+            await self.register_all()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), self.interval_s)
+
+    def body(self) -> bytes:
+        """RocketMQ's ``RegisterBrokerBody`` as JSON."""
+        document = {"topicConfigSerializeWrapper": self._topic_wrapper(), "filterServerList": []}
+        return json.dumps(document).encode()
+
+    async def register_all(self) -> None:
+        body = self.body()
+        header = RegisterBrokerRequestHeader(
+            broker_name=self.broker_name,
+            broker_addr=self.broker_addr,
+            cluster_name=self.cluster_name,
+            ha_server_addr="",
+            broker_id=self.broker_id,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        )
+        await asyncio.gather(
+            *(
+                self._invoke(addr, RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+                for addr in self.namesrv_addresses
+            )
+        )
+
+    async def unregister_all(self) -> None:
+        header = UnregisterBrokerRequestHeader(
+            broker_name=self.broker_name,
+            broker_addr=self.broker_addr,
+            cluster_name=self.cluster_name,
+            broker_id=self.broker_id,
+        )
+        await asyncio.gather(
+            *(
+                self._invoke(addr, RequestCode.UNREGISTER_BROKER, header.to_ext_fields(), b"")
+                for addr in self.namesrv_addresses
+            )
+        )
+
+    async def _invoke(self, address: str, code: int, ext: dict[str, str], body: bytes) -> None:
+        request = RemotingCommand.request(code, dict(ext), body)
+        try:
+            response = await self._client.invoke(address, request, REQUEST_TIMEOUT_S)
+        except RemotingError as exc:
+            log.warning("name server %s: %s failed: %s", address, RequestCode(code).name, exc)
+            return
+        if response.code != ResponseCode.SUCCESS:
+            log.warning(
+                "name server %s refused %s: code %d %s",
+                address,
+                RequestCode(code).name,
+                response.code,
+                response.remark,
+            )
+        elif code == RequestCode.REGISTER_BROKER:
+            self.registrations += 1
+
+    async def close(self) -> None:
+        """Stop registering, unregister from every name server and close the connections."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.namesrv_addresses:
+            await self.unregister_all()
+        await self._client.close()

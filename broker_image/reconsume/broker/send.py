@@ -1,0 +1,266 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (RocketMQ's ``SendMessageProcessor``).
+
+Checks, in RocketMQ's order: topic name, topics nobody may send to, the topic (created from
+its template when unknown and allowed), the queue id; then a send to ``%RETRY%<group>`` whose
+``reconsumeTimes`` reached the group's maximum goes to ``%DLQ%<group>``. The message is
+appended to the store, held pulls of its queue are woken, and under Sync flush the answer
+waits (without blocking the event loop) for the fsync that covers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Sequence
+
+from reconsume.broker.context import BrokerContext
+from reconsume.errors import InvalidArgumentError, StoreError
+from reconsume.message import properties as props
+from reconsume.message.address import HostAddress
+from reconsume.message.batch import decode_batch, merge_properties
+from reconsume.message.configs import PERM_READ_WRITE, TopicConfig, is_writable
+from reconsume.message.ids import offset_msg_id
+from reconsume.message.names import (
+    SCHEDULE_TOPIC,
+    dead_letter_topic,
+    is_retry_topic,
+    validate_topic,
+)
+from reconsume.message.sysflag import MULTI_TAGS, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
+from reconsume.store import FlushMode, PutRequest, PutResult
+from reconsume.wire.broker_headers import (
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
+from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.transport import Connection
+
+log = logging.getLogger(__name__)
+
+DLQ_QUEUE_NUMS = 1
+REGION_ID = "DefaultRegion"
+"""What RocketMQ brokers answer in MSG_REGION by default."""
+_NOT_SENDABLE = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+_UNKNOWN_HOST = HostAddress(b"\x00\x00\x00\x00", 0)
+
+
+class _Refused(Exception):
+    """A send refused with a response code (control flow inside this module only)."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def parse_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    """The V1 header of any send request (V2 and batch requests use one-letter names)."""
+    ext = request.ext_fields
+    if request.code == RequestCode.SEND_MESSAGE or ("b" not in ext and "topic" in ext):
+        return SendMessageRequestHeader.from_ext_fields(ext)
+    return SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+
+
+class SendProcessor:
+    def __init__(self, context: BrokerContext) -> None:
+        self.context = context
+
+    async def send(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
+        header = parse_send_header(request)
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        try:
+            topic, queue_id, config = self._check(header)
+            requests = self._build(header, request.body, topic, queue_id, config, connection, batch)
+        except _Refused as refused:
+            return _respond(request, refused.code, refused.remark)
+        return await self._store(request, requests, queue_id)
+
+    # ------------------------------------------------------------------ checks
+    def _check(self, header: SendMessageRequestHeader) -> tuple[str, int, TopicConfig]:
+        topic = header.topic
+        try:
+            validate_topic(topic)
+        except InvalidArgumentError as exc:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}") from None
+        if topic in _NOT_SENDABLE:
+            raise _Refused(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+            )
+        config = self.context.create_topic_for_send(
+            topic, header.default_topic, header.default_topic_queue_nums
+        )
+        if config is None and is_retry_topic(topic):
+            config = self.context.ensure_topic(topic, 1, PERM_READ_WRITE)
+        if config is None:
+            raise _Refused(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if not is_writable(config.perm):
+            raise _Refused(
+                ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
+            )
+        queue_id = header.queue_id
+        if queue_id >= config.queue_nums:
+            raise _Refused(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {topic} has "
+                f"{config.write_queue_nums} write and {config.read_queue_nums} read queues",
+            )
+        if queue_id < 0:
+            if config.write_queue_nums <= 0:
+                raise _Refused(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
+            queue_id = random.randrange(99_999_999) % config.write_queue_nums
+        if is_retry_topic(topic):
+            return self._retry_or_dead_letter(header, topic, queue_id, config)
+        return topic, queue_id, config
+
+    def _retry_or_dead_letter(
+        self, header: SendMessageRequestHeader, topic: str, queue_id: int, config: TopicConfig
+    ) -> tuple[str, int, TopicConfig]:
+        """``handleRetryAndDLQ``: a retry message past its group's maximum reconsume times is
+        a dead letter."""
+        group = topic.removeprefix("%RETRY%")
+        group_config = self.context.find_group(group)
+        if group_config is None:
+            raise _Refused(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        max_times = group_config.retry_max_times
+        if header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if (header.reconsume_times or 0) < max_times:
+            return topic, queue_id, config
+        dlq = dead_letter_topic(group)
+        dlq_config = self.context.ensure_topic(dlq, DLQ_QUEUE_NUMS, PERM_READ_WRITE)
+        return dlq, random.randrange(99_999_999) % DLQ_QUEUE_NUMS, dlq_config
+
+    # ------------------------------------------------------------------ building
+    def _build(
+        self,
+        header: SendMessageRequestHeader,
+        body: bytes,
+        topic: str,
+        queue_id: int,
+        config: TopicConfig,
+        connection: Connection,
+        batch: bool,
+    ) -> list[PutRequest]:
+        sys_flag = header.sys_flag | (MULTI_TAGS if config.topic_filter_type == "MULTI_TAG" else 0)
+        properties = props.decode_properties(header.properties or "")
+        if properties.get(props.TRANSACTION_PREPARED, "").lower() == "true" or (
+            sys_flag & TRANSACTION_MASK != TRANSACTION_NOT_TYPE
+        ):
+            raise _Refused(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.context.address}] sending transaction message is forbidden",
+            )
+        properties[props.CLUSTER] = self.context.settings.cluster_name
+        if topic != header.topic:  # a dead letter: delivered as is, never delayed
+            properties[props.DELAY_TIME_LEVEL] = "0"
+        encoded = props.encode_properties(properties)
+        max_bytes = self.context.store.settings.max_message_bytes
+        if len(body) > max_bytes:
+            raise _Refused(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message is illegal: body of {len(body)} bytes exceeds the limit of "
+                f"{max_bytes} bytes",
+            )
+        born_host = _born_host(connection)
+        reconsume_times = header.reconsume_times or 0
+
+        def put(body: bytes, properties: str, flag: int) -> PutRequest:
+            return PutRequest(
+                topic=topic,
+                queue_id=queue_id,
+                body=body,
+                properties=properties,
+                flag=flag,
+                sys_flag=sys_flag,
+                born_timestamp_ms=header.born_timestamp,
+                born_host=born_host,
+                reconsume_times=reconsume_times,
+            )
+
+        if not batch:
+            return [put(body, encoded, header.flag)]
+        if int(properties.get(props.DELAY_TIME_LEVEL, "0") or 0) > 0:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch message cannot be delayed")
+        try:
+            items = decode_batch(body)
+        except InvalidArgumentError as exc:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}") from None
+        return [
+            put(item.body, merge_properties(item.properties, encoded), item.flag) for item in items
+        ]
+
+    # ------------------------------------------------------------------ storing
+    async def _store(
+        self, request: RemotingCommand, requests: Sequence[PutRequest], queue_id: int
+    ) -> RemotingCommand:
+        store = self.context.store
+        try:
+            if len(requests) == 1:
+                results = [store.append(requests[0])]
+            else:
+                results = store.append_batch(requests)
+        except InvalidArgumentError as exc:
+            return _respond(request, ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
+        except StoreError as exc:
+            return _respond(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(exc))
+        topic = requests[0].topic
+        self.context.waiters.notify(
+            topic,
+            queue_id,
+            store.max_offset(topic, queue_id),
+            {self.context.tags_code(topic, r.properties, 0) for r in requests},
+        )
+        code: int = ResponseCode.SUCCESS
+        if store.settings.flush_mode is FlushMode.SYNC:
+            code = await self._wait_durable(results[-1])
+        ids = ",".join(offset_msg_id(self.context.store_host, r.commit_log_offset) for r in results)
+        header = SendMessageResponseHeader(
+            msg_id=ids, queue_id=queue_id, queue_offset=results[0].queue_offset
+        )
+        ext = header.to_ext_fields()
+        ext[props.MSG_REGION] = REGION_ID
+        ext[props.TRACE_SWITCH] = "true"
+        return request.respond(code, None, ext)
+
+    async def _wait_durable(self, last: PutResult) -> int:
+        """SUCCESS once the fsync covering ``last`` is done; FLUSH_DISK_TIMEOUT after the
+        configured wait (the message stays stored); SERVICE_NOT_AVAILABLE if the fsync failed."""
+        durable = asyncio.wrap_future(self.context.store.durable(last.end_offset))
+        timeout_s = self.context.settings.sync_flush_timeout_ms / 1000
+        try:
+            await asyncio.wait_for(asyncio.shield(durable), timeout_s)
+        except TimeoutError:
+            log.warning("fsync did not complete within %gs", timeout_s)
+            return ResponseCode.FLUSH_DISK_TIMEOUT
+        except StoreError as exc:
+            log.warning("fsync failed: %s", exc)
+            return ResponseCode.SERVICE_NOT_AVAILABLE
+        return ResponseCode.SUCCESS
+
+
+def _born_host(connection: Connection) -> bytes:
+    try:
+        return HostAddress.parse(connection.peer).packed()
+    except InvalidArgumentError:
+        return _UNKNOWN_HOST.packed()
+
+
+def _respond(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+    ext = {props.MSG_REGION: REGION_ID, props.TRACE_SWITCH: "true"}
+    return request.respond(code, remark, ext)

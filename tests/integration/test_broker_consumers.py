@@ -1,0 +1,224 @@
+"""Consumer-facing behaviour of a real broker process: long polling, heartbeats, the consumer
+list and its change notifications, queue locks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconsume.wire.codes import RequestCode, ResponseCode
+
+from .wire_client import BrokerClient, eventually, ok, records
+from .processes import ServerProcess, start_server
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    store = tmp_path_factory.mktemp("broker") / "store"
+    server = start_server("broker", "--listen", "127.0.0.1:0", "--store-dir", str(store))
+    yield server
+    assert server.stop() == 0, "".join(server.output)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def held_pull(
+    client: BrokerClient, addr: str, topic: str, offset: int, suspend_ms: int, **kwargs: Any
+) -> asyncio.Task[Any]:
+    """Start a suspended pull and return once the broker holds it: requests on one connection
+    are handled in order, so the answer to a request sent after the pull means the pull was
+    processed (and, finding nothing, held)."""
+    connection = await client.remoting.connection(addr)
+    request = client.pull_request("g-poll", topic, 0, offset, suspend_ms=suspend_ms, **kwargs)
+    task = asyncio.ensure_future(connection.invoke(request, suspend_ms / 1000 + 5))
+    await asyncio.sleep(0)  # let the task write the pull before the barrier below
+    await client.queue_offset(addr, RequestCode.GET_MAX_OFFSET, topic, 0)
+    assert not task.done(), task.result().code
+    return task
+
+
+def test_a_held_pull_answers_within_50ms_of_a_send_to_its_queue(broker: ServerProcess) -> None:
+    addr = broker.address
+
+    async def scenario() -> list[float]:
+        async with BrokerClient() as consumer, BrokerClient() as producer:
+            ok(await producer.create_topic(addr, "polled", 1))
+            ok(await producer.send(addr, "polled", b"warm-up"))  # both connections warm
+            ok(await consumer.pull(addr, "g-poll", "polled", 0, 0))
+            latencies = []
+            for offset in (1, 2, 3):
+                pull = await held_pull(consumer, addr, "polled", offset, 10_000)
+                started = time.monotonic()
+                ok(await producer.send(addr, "polled", b"m%d" % offset))
+                response = await pull
+                latencies.append(time.monotonic() - started)
+                assert [m.queue_offset for m in records(ok(response))] == [offset]
+            return latencies
+
+    latencies = run(scenario())
+    assert max(latencies) < 0.050, latencies
+
+
+def test_a_held_pull_on_an_empty_queue_wakes_on_the_first_message(broker: ServerProcess) -> None:
+    addr = broker.address
+
+    async def scenario() -> tuple[float, Any]:
+        async with BrokerClient() as consumer, BrokerClient() as producer:
+            ok(await producer.create_topic(addr, "fresh", 1))
+            pull = await held_pull(consumer, addr, "fresh", 0, 10_000)
+            started = time.monotonic()
+            ok(await producer.send(addr, "fresh", b"first"))
+            response = await pull
+            return time.monotonic() - started, response
+
+    elapsed, response = run(scenario())
+    assert [m.body for m in records(ok(response))] == [b"first"]
+    assert elapsed < 0.050
+
+
+def test_a_held_pull_times_out_not_found_and_ignores_other_tags(broker: ServerProcess) -> None:
+    addr = broker.address
+
+    async def scenario() -> list[tuple[float, Any]]:
+        async with BrokerClient() as consumer, BrokerClient() as producer:
+            ok(await producer.create_topic(addr, "quiet", 1))
+            answers = []
+
+            async def answer(pull: asyncio.Task[Any], started: float) -> None:
+                response = await pull
+                answers.append((time.monotonic() - started, response))
+
+            # Nothing arrives: PULL_NOT_FOUND once the suspend timeout has passed.
+            started = time.monotonic()
+            pull = await held_pull(consumer, addr, "quiet", 0, 400)
+            await answer(pull, started)
+            # A message with another tag does not wake a pull filtering on "wanted"; at the
+            # timeout it answers as RocketMQ does: retry right away from past that message.
+            started = time.monotonic()
+            pull = await held_pull(consumer, addr, "quiet", 0, 400, subscription="wanted")
+            ok(await producer.send(addr, "quiet", b"other", properties={"TAGS": "other"}))
+            await answer(pull, started)
+            started = time.monotonic()
+            pull = await held_pull(consumer, addr, "quiet", 1, 10_000, subscription="wanted")
+            ok(await producer.send(addr, "quiet", b"yes", properties={"TAGS": "wanted"}))
+            await answer(pull, started)
+            return answers
+
+    (quiet_s, quiet), (other_s, other), (wanted_s, wanted) = run(scenario())
+    assert quiet.code == ResponseCode.PULL_NOT_FOUND
+    assert 0.4 <= quiet_s < 3.0
+    assert other.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert other.ext_fields["nextBeginOffset"] == "1"
+    assert 0.4 <= other_s < 3.0
+    assert [m.body for m in records(ok(wanted))] == [b"yes"]
+    assert wanted_s < 1.0
+
+
+def test_heartbeats_consumer_list_and_change_notifications(broker: ServerProcess) -> None:
+    addr = broker.address
+
+    async def scenario() -> dict[str, Any]:
+        first, second = BrokerClient(), BrokerClient()
+        try:
+            ok(await first.heartbeat(addr, "c1", "g-members", {"members": "*"}))
+            alone = await first.consumer_list(addr, "g-members")
+            first.notified.clear()
+            first.notifications.clear()
+            ok(await second.heartbeat(addr, "c2", "g-members", {"members": "*"}))
+            await asyncio.wait_for(first.notified.wait(), 5)
+            both = await first.consumer_list(addr, "g-members")
+            # A repeated heartbeat changes nothing and notifies nobody.
+            first.notified.clear()
+            ok(await second.heartbeat(addr, "c2", "g-members", {"members": "*"}))
+            quiet = first.notified.is_set()
+            await second.close()  # the connection closing removes c2 and notifies c1
+
+            async def only_first() -> list[str] | None:
+                members = await first.consumer_list(addr, "g-members")
+                return members if members == ["c1"] else None
+
+            after_close = await eventually(only_first, what="c2 removed")
+            await asyncio.wait_for(first.notified.wait(), 5)
+            ok(await first.unregister(addr, "c1", "g-members"))
+            after_unregister = await first.consumer_list(addr, "g-members")
+            topics = (await first.topics(addr))["topicConfigTable"]
+            return {
+                "alone": alone, "both": both, "quiet": quiet, "after_close": after_close,
+                "after_unregister": after_unregister, "notified": first.notifications,
+                "retry_topic": topics.get("%RETRY%g-members"),
+            }  # fmt: skip
+        finally:
+            await first.close()
+            await second.close()
+
+    r = run(scenario())
+    assert r["alone"] == ["c1"]
+    assert r["both"] == ["c1", "c2"]
+    assert r["quiet"] is False
+    assert r["after_close"] == ["c1"]
+    assert r["after_unregister"] is None
+    assert set(r["notified"]) == {"g-members"}
+    # A consumer's heartbeat creates its group's retry topic (retryQueueNums queues, RW).
+    assert (r["retry_topic"]["readQueueNums"], r["retry_topic"]["perm"]) == (1, 6)
+
+
+def test_lock_and_unlock_batch(broker: ServerProcess) -> None:
+    addr = broker.address
+    q = [("locked", "broker-a", i) for i in range(3)]
+
+    async def scenario() -> list[Any]:
+        async with BrokerClient() as client:
+            return [
+                await client.lock(addr, "g-lock", "c1", q[:2]),
+                await client.lock(addr, "g-lock", "c2", q[1:]),
+                await client.lock(addr, "g-lock", "c1", q[:2]),  # renewal
+                await client.lock(addr, "g-lock", "c1", [q[1]], unlock=True),
+                await client.lock(addr, "g-lock", "c2", q[1:]),
+                await client.lock(addr, "other-group", "c3", q),
+            ]
+
+    first, second, renewed, _unlocked, after_unlock, other_group = run(scenario())
+    assert first == q[:2]
+    assert second == [q[2]]
+    assert renewed == q[:2]
+    assert after_unlock == q[1:]
+    assert other_group == q
+
+
+def test_queue_locks_expire_after_60_seconds() -> None:
+    from reconsume.broker.locks import LockTable, QueueKey
+
+    now = [0.0]
+    table = LockTable(clock=lambda: now[0])
+    queue = QueueKey("t", "b", 0)
+    assert table.try_lock("g", [queue], "c1") == {queue}
+    now[0] = 59.0
+    assert table.try_lock("g", [queue], "c2") == set()
+    assert table.holder("g", queue) == "c1"
+    now[0] = 120.0
+    assert table.holder("g", queue) is None
+    assert table.try_lock("g", [queue], "c2") == {queue}
+
+
+def test_query_offset_without_commit_follows_rocketmq_when_the_queue_is_old(
+    tmp_path: Path,
+) -> None:
+    """No committed offset: 0 while the queue starts at 0 and its first message is recent,
+    QUERY_NOT_FOUND once that message is further from the log's end than the page-cache
+    budget (so the client falls back to consumeFromWhere)."""
+    from reconsume.broker.offsets import first_message_in_memory
+    from reconsume.store import MessageStore, PutRequest
+
+    with MessageStore(tmp_path, background=False) as store:
+        assert first_message_in_memory(store, "t", 0, memory=0)  # no queue at all
+        store.put(PutRequest("t", 0, b"x" * 1000))
+        store.put(PutRequest("t", 0, b"x" * 1000))
+        assert first_message_in_memory(store, "t", 0, memory=1 << 20)
+        assert not first_message_in_memory(store, "t", 0, memory=100)
