@@ -16,8 +16,8 @@ from reconsume.message import parse_offset_msg_id
 from reconsume.message.decode import decode_record
 from reconsume.wire.codes import RequestCode, ResponseCode
 
-from .wire_client import BrokerClient, eventually, ok, records
 from .processes import ServerProcess, start_server
+from .wire_client import BrokerClient, eventually, ok, records
 
 GROUP = "test-consumers"
 

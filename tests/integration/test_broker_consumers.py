@@ -13,8 +13,8 @@ import pytest
 
 from reconsume.wire.codes import RequestCode, ResponseCode
 
-from .wire_client import BrokerClient, eventually, ok, records
 from .processes import ServerProcess, start_server
+from .wire_client import BrokerClient, eventually, ok, records
 
 
 @pytest.fixture(scope="module")

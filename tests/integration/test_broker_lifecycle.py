@@ -18,8 +18,8 @@ import pytest
 from reconsume.errors import RemotingError
 from reconsume.wire.codes import RequestCode, ResponseCode
 
-from .wire_client import BrokerClient, eventually, ok, records
 from .processes import RECONSUME, ServerProcess, start_server
+from .wire_client import BrokerClient, eventually, ok, records
 
 
 def run(coro: Any) -> Any:
