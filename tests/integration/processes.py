@@ -6,6 +6,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -85,3 +87,27 @@ def start_server(*args: str, timeout_s: float = 20.0) -> ServerProcess:
         ServerProcess(process, "", lines, pumper).kill()
         raise RuntimeError(f"reconsume {' '.join(args)} exited: {''.join(lines)}")
     return ServerProcess(process, found[0], lines, pumper)
+
+
+MALFORMED_FRAMES = {
+    "http": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    "oversized": struct.pack(">i", 1 << 30),
+    "oversized-17MiB": struct.pack(">i", 17 * 1024 * 1024) + b"x" * 64,
+    "negative": struct.pack(">i", -5) + b"xxxx",
+    "bad-json": struct.pack(">ii", 12, 8) + b"not json",
+    "bad-type": struct.pack(">ii", 8, (7 << 24) | 4) + b"abcd",
+    "truncated": struct.pack(">ii", 100, 10) + b"short",
+}
+"""Bytes no server may accept: each must close its connection and nothing else."""
+
+
+def raw_exchange(address: str, payload: bytes) -> bytes:
+    """Send ``payload`` on a fresh socket, half-close, and return everything answered."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ import pytest
 from reconsume.errors import RemotingError
 from reconsume.wire.codes import RequestCode, ResponseCode
 
-from .processes import RECONSUME, ServerProcess, start_server
+from .processes import MALFORMED_FRAMES, RECONSUME, ServerProcess, raw_exchange, start_server
 from .wire_client import BrokerClient, eventually, ok, records
 
 
@@ -116,37 +114,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     assert server.stop() == 0, "".join(server.output)
 
 
-def _raw_exchange(address: str, payload: bytes) -> bytes:
-    host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(payload)
-        sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [
-        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-        struct.pack(">i", 1 << 30),
-        struct.pack(">i", 17 * 1024 * 1024) + b"x" * 64,
-        struct.pack(">i", -5) + b"xxxx",
-        struct.pack(">ii", 12, 8) + b"not json",
-        struct.pack(">ii", 8, (7 << 24) | 4) + b"abcd",
-        struct.pack(">ii", 100, 10) + b"short",
-    ],
-    ids=["http", "oversized", "oversized-17MiB", "negative", "bad-json", "bad-type", "truncated"],
-)
+@pytest.mark.parametrize("payload", MALFORMED_FRAMES.values(), ids=MALFORMED_FRAMES.keys())
 def test_malformed_frames_close_only_their_connection(
     broker: ServerProcess, payload: bytes
 ) -> None:
     async def scenario() -> tuple[bytes, int, int]:
         async with BrokerClient() as survivor, BrokerClient() as newcomer:
             ok(await survivor.create_topic(broker.address, "frames", 1))
-            answer = await asyncio.to_thread(_raw_exchange, broker.address, payload)
+            answer = await asyncio.to_thread(raw_exchange, broker.address, payload)
             kept = await survivor.send(broker.address, "frames", b"still here")
             fresh = await newcomer.send(broker.address, "frames", b"and here")
             return answer, kept.code, fresh.code

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,7 +21,7 @@ from reconsume.wire.headers import (
 )
 from reconsume.wire.transport import RemotingClient
 
-from .processes import RECONSUME, ServerProcess, start_server
+from .processes import MALFORMED_FRAMES, RECONSUME, ServerProcess, raw_exchange, start_server
 
 
 @pytest.fixture
@@ -200,33 +198,11 @@ def test_a_broker_that_disconnects_or_stops_registering_leaves_the_routes() -> N
         assert server.stop() == 0
 
 
-def _raw_exchange(address: str, payload: bytes) -> bytes:
-    host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(payload)
-        sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [
-        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-        struct.pack(">i", 1 << 30),
-        struct.pack(">i", -5) + b"xxxx",
-        struct.pack(">ii", 12, 8) + b"not json",
-        struct.pack(">ii", 8, (7 << 24) | 4) + b"abcd",
-        struct.pack(">ii", 100, 10) + b"short",
-    ],
-    ids=["http", "oversized", "negative", "bad-json", "bad-type", "truncated"],
-)
+@pytest.mark.parametrize("payload", MALFORMED_FRAMES.values(), ids=MALFORMED_FRAMES.keys())
 def test_malformed_frames_close_one_connection_and_the_server_keeps_serving(
     namesrv: ServerProcess, payload: bytes
 ) -> None:
-    answer = _raw_exchange(namesrv.address, payload)
+    answer = raw_exchange(namesrv.address, payload)
     assert answer == b""  # closed without a reply
 
     async def still_serving() -> int:
