@@ -70,6 +70,15 @@ class TopicRoute:
     read_queues: tuple[MessageQueue, ...]
     """Queues a consumer reads (readable), in order."""
 
+    def for_topic(self, topic: str) -> TopicRoute:
+        """This route's brokers and queues under another topic name (a template route)."""
+        return TopicRoute(
+            topic,
+            self.brokers,
+            tuple(MessageQueue(topic, q.broker_name, q.queue_id) for q in self.write_queues),
+            tuple(MessageQueue(topic, q.broker_name, q.queue_id) for q in self.read_queues),
+        )
+
     def master_of(self, broker_name: str) -> str | None:
         broker = self.brokers.get(broker_name)
         return None if broker is None else broker.master

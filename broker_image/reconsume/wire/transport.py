@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from reconsume.errors import FrameError, RemotingConnectError, RemotingError, RemotingTimeoutError
+from reconsume.errors import FrameError, RemotingConnectError, RemotingTimeoutError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
 from reconsume.wire.frame import MAX_FRAME_BYTES, FrameReader, encode_frame
@@ -87,7 +87,11 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
-        error = RemotingError(f"connection to {self.peer} closed" + (f": {exc}" if exc else ""))
+        # Retriable: the request may or may not have reached the peer, as with any lost
+        # connection; callers that retry (a producer) accept a possible duplicate, as RocketMQ's.
+        error = RemotingConnectError(
+            f"connection to {self.peer} closed" + (f": {exc}" if exc else "")
+        )
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(error)
@@ -151,7 +155,7 @@ class Connection(asyncio.Protocol):
     def send(self, command: RemotingCommand) -> None:
         """Write one command (no answer expected or already an answer)."""
         if self._transport is None or self._transport.is_closing():
-            raise RemotingError(f"connection to {self.peer} is closed")
+            raise RemotingConnectError(f"connection to {self.peer} is closed")
         self._transport.write(encode_frame(command))
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:

@@ -1,0 +1,170 @@
+"""The producer: sends messages to the brokers serving a topic, retrying elsewhere on failure.
+
+asyncio first::
+
+    async with Producer(["127.0.0.1:9876"], group="orders-producer") as producer:
+        result = await producer.send(Message("orders", b"..."))
+
+A send picks the next writable queue of the topic (round robin). When a broker fails with a
+retriable error the send is retried, up to ``retries`` times, on a queue of another broker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reconsume.client.namesrv import RouteCache
+from reconsume.client.routes import MessageQueue, TopicRoute, select_queue
+from reconsume.errors import InvalidArgumentError, RemotingError
+from reconsume.message import properties as props
+from reconsume.message.batch import BatchItem, encode_batch
+from reconsume.message.ids import UniqIdGenerator
+from reconsume.message.model import Message
+from reconsume.message.names import DEFAULT_TOPIC, validate_group, validate_topic
+from reconsume.wire.broker_headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
+from reconsume.wire.codes import RequestCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.errors import raise_for_response
+from reconsume.wire.transport import RemotingClient
+
+_LOOPBACK_IP = b"\x7f\x00\x00\x01"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    msg_id: str
+    """The producer-assigned unique id(s) (UNIQ_KEY), comma-separated for a batch."""
+    offset_msg_id: str
+    """The broker's offset id(s): where the message is stored."""
+    queue: MessageQueue
+    queue_offset: int
+
+
+class Producer:
+    def __init__(
+        self,
+        name_servers: Sequence[str],
+        group: str = "DEFAULT_PRODUCER",
+        *,
+        send_timeout_s: float = 3.0,
+        retries: int = 2,
+        default_topic_queue_nums: int = 4,
+    ) -> None:
+        validate_group(group)
+        if retries < 0:
+            raise InvalidArgumentError("retries must be >= 0")
+        self.group = group
+        self._client = RemotingClient()
+        self._routes = RouteCache(self._client, name_servers, timeout_s=send_timeout_s)
+        self._timeout_s = send_timeout_s
+        self._retries = retries
+        self._default_queues = default_topic_queue_nums
+        self._ids = UniqIdGenerator(_LOOPBACK_IP)
+        self._counter = itertools.count()
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def send(self, message: Message, *, queue: MessageQueue | None = None) -> SendResult:
+        """Send one message (to ``queue`` if given) and return where it was stored."""
+        validate_topic(message.topic)
+        properties = dict(message.properties)
+        uniq = properties.setdefault(props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self._ids.create())
+        encoded = props.encode_properties(properties)
+        return await self._send(
+            message.topic, message.flag, encoded, message.body, uniq, batch=False, queue=queue
+        )
+
+    async def send_batch(
+        self, messages: Sequence[Message], *, queue: MessageQueue | None = None
+    ) -> SendResult:
+        """Send messages of one topic as one request; they are stored in order, in one queue."""
+        if not messages:
+            raise InvalidArgumentError("a batch needs at least one message")
+        topic = messages[0].topic
+        validate_topic(topic)
+        items: list[BatchItem] = []
+        ids: list[str] = []
+        for message in messages:
+            if message.topic != topic:
+                raise InvalidArgumentError("every message of a batch must have the same topic")
+            if message.delay_level > 0:
+                raise InvalidArgumentError("a batch cannot carry delayed messages")
+            properties = dict(message.properties)
+            ids.append(
+                properties.setdefault(props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self._ids.create())
+            )
+            items.append(BatchItem(message.flag, message.body, props.encode_properties(properties)))
+        return await self._send(
+            topic, 0, "", encode_batch(items), ",".join(ids), batch=True, queue=queue
+        )
+
+    async def _send(
+        self,
+        topic: str,
+        flag: int,
+        properties: str,
+        body: bytes,
+        uniq: str,
+        *,
+        batch: bool,
+        queue: MessageQueue | None,
+    ) -> SendResult:
+        failed_broker: str | None = None
+        last_error: RemotingError | None = None
+        for attempt in range(self._retries + 1):
+            route = await self._routes.for_sending(topic, refresh=attempt > 0)
+            target = queue or select_queue(route.write_queues, next(self._counter), failed_broker)
+            try:
+                return await self._send_to(route, target, flag, properties, body, uniq, batch)
+            except RemotingError as exc:
+                if not exc.retriable or queue is not None:
+                    raise
+                last_error = exc
+                failed_broker = target.broker_name
+        assert last_error is not None
+        raise last_error
+
+    async def _send_to(
+        self,
+        route: TopicRoute,
+        queue: MessageQueue,
+        flag: int,
+        properties: str,
+        body: bytes,
+        uniq: str,
+        batch: bool,
+    ) -> SendResult:
+        address = route.master_of(queue.broker_name)
+        if address is None:
+            raise RemotingError(f"broker {queue.broker_name} has no master in the route")
+        header = SendMessageRequestHeaderV2(
+            producer_group=self.group,
+            topic=queue.topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=self._default_queues,
+            queue_id=queue.queue_id,
+            sys_flag=0,
+            born_timestamp=time.time_ns() // 1_000_000,
+            flag=flag,
+            properties=properties,
+            reconsume_times=0,
+            batch=batch,
+            broker_name=queue.broker_name,
+        )
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        request = RemotingCommand.request(code, header.to_ext_fields(), body)
+        response = await self._client.invoke(address, request, self._timeout_s)
+        raise_for_response(response, f"send to {queue.topic} on {queue.broker_name}")
+        answer = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+        stored = MessageQueue(queue.topic, queue.broker_name, answer.queue_id)
+        return SendResult(uniq, answer.msg_id, stored, answer.queue_offset)
