@@ -152,11 +152,6 @@ def iter_records(buf: ReadableBuffer, *, verify_crc: bool = False) -> Iterator[S
         pos += message.store_size
 
 
-def read_i64(buf: ReadableBuffer, pos: int) -> int:
-    """A big-endian int64 at ``pos`` (offsets and timestamps inside a record)."""
-    return int(_I64.unpack_from(buf, pos)[0])
-
-
 def peek_routing(buf: ReadableBuffer, pos: int) -> tuple[str, int, int, int, str]:
     """(topic, queueId, queueOffset, storeTimestamp, properties) of a validated record, without
     decoding the rest; what dispatching a record to its consume queue needs."""

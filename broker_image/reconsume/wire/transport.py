@@ -295,11 +295,6 @@ class RemotingClient:
         connection = await self.connection(address)
         connection.send(request)
 
-    def drop(self, address: str) -> None:
-        connection = self._connections.pop(address, None)
-        if connection is not None:
-            connection.close()
-
     async def close(self) -> None:
         for connection in list(self._connections.values()):
             await connection.aclose()
