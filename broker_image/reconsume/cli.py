@@ -87,41 +87,64 @@ def _namesrv(args: argparse.Namespace) -> int:
     return run_until_signalled(start, server.stop, "reconsume namesrv")
 
 
-def _broker(args: argparse.Namespace) -> int:
-    from reconsume.broker import Broker, BrokerSettings
-    from reconsume.broker.settings import DEFAULT_DELAY_LEVELS
-    from reconsume.errors import InvalidArgumentError, ReconsumeError
+_BROKER_FLAGS = {
+    "advertise": "advertised_address",
+    "store_dir": "store_dir",
+    "broker_name": "broker_name",
+    "cluster": "cluster_name",
+    "auto_create_topic": "auto_create_topic",
+    "auto_create_group": "auto_create_subscription_group",
+    "default_queues": "default_topic_queue_nums",
+    "offset_persist_interval_ms": "offset_persist_interval_ms",
+    "delay_levels": "delay_levels",
+    "register_interval_s": "register_interval_s",
+    "http_listen": "http_listen",
+}
+"""Broker flags (argparse destinations) that set one setting each, unchanged."""
+
+
+def _broker_flag_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The settings the command line gives (flags left out keep the file's or the default)."""
+    from reconsume.errors import InvalidArgumentError
     from reconsume.message.address import HostAddress
-    from reconsume.runtime import run_until_signalled
     from reconsume.store.settings import FlushMode
 
-    try:
+    given: dict[str, object] = {
+        setting: getattr(args, dest)
+        for dest, setting in _BROKER_FLAGS.items()
+        if getattr(args, dest) is not None
+    }
+    if args.listen is not None:
         try:
             listen = HostAddress.parse(args.listen)
         except InvalidArgumentError as exc:
             raise InvalidArgumentError(f"setting listen: {exc}") from None
-        settings = BrokerSettings(
-            store_dir=args.store_dir,
-            listen_host=str(listen).rpartition(":")[0].strip("[]"),
-            listen_port=listen.port,
-            advertised_address=args.advertise,
-            namesrv_addresses=tuple(
-                a.strip() for a in (args.namesrv or "").split(";") if a.strip()
-            ),
-            broker_name=args.broker_name,
-            cluster_name=args.cluster,
-            auto_create_topic=args.auto_create_topic,
-            auto_create_subscription_group=args.auto_create_group,
-            default_topic_queue_nums=args.default_queues,
-            flush_mode=FlushMode(args.flush),
-            offset_persist_interval_ms=args.offset_persist_interval_ms,
-            delay_levels=args.delay_levels or DEFAULT_DELAY_LEVELS,
-            register_interval_s=args.register_interval_s,
-        )
+        given["listen_host"] = str(listen).rpartition(":")[0].strip("[]")
+        given["listen_port"] = listen.port
+    if args.namesrv is not None:
+        given["namesrv_addresses"] = tuple(a.strip() for a in args.namesrv.split(";") if a.strip())
+    if args.flush is not None:
+        given["flush_mode"] = FlushMode(args.flush)
+    return given
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from reconsume.broker import Broker
+    from reconsume.broker.config_file import broker_settings, load_config_file
+    from reconsume.errors import InvalidArgumentError, ReconsumeError
+    from reconsume.runtime import run_until_signalled
+
+    try:
+        file_values = load_config_file(args.config) if args.config is not None else {}
+        settings = broker_settings(file_values, _broker_flag_settings(args))
     except InvalidArgumentError as exc:
         print(f"reconsume broker: invalid setting: {exc}", file=sys.stderr)
         return 2
-    broker = Broker(settings)
+
+    def http_listening(address: str) -> None:
+        print(f"reconsume broker serving HTTP on {address}", flush=True)
+
+    broker = Broker(settings, on_http_listening=http_listening)
     try:
         return run_until_signalled(broker.start, broker.stop, "reconsume broker")
     except ReconsumeError as exc:
@@ -157,42 +180,48 @@ def build_parser() -> argparse.ArgumentParser:
     )
     namesrv.set_defaults(run=_namesrv)
 
+    # Broker flags default to None: a flag left out keeps the config file's value, or the
+    # setting's default (see reconsume.broker.settings.BrokerSettings).
     broker = commands.add_parser("broker", help="run a broker (store, send, pull, admin)")
     broker.add_argument(
-        "--listen", default="127.0.0.1:10911", help="host:port to listen on (port 0: any free one)"
+        "--config", help="TOML file of settings (keys: setting names); flags override it"
+    )
+    broker.add_argument(
+        "--listen", help="host:port to listen on (default 127.0.0.1:10911; port 0: any free one)"
     )
     broker.add_argument(
         "--advertise", help="ip:port to register and put in message ids (default: --listen)"
     )
     broker.add_argument(
-        "--namesrv", default="", help="name server addresses, ';'-separated (host:port;host:port)"
+        "--namesrv", help="name server addresses, ';'-separated (host:port;host:port)"
     )
-    broker.add_argument("--store-dir", required=True, help="directory of the message store")
-    broker.add_argument("--broker-name", default="broker-a", help="this shard's broker name")
-    broker.add_argument("--cluster", default="DefaultCluster", help="cluster name")
     broker.add_argument(
-        "--flush", choices=["Async", "Sync"], default="Async", help="when a send counts as durable"
+        "--http-listen",
+        help="host:port of the HTTP endpoint: /metrics, /healthz, /readyz (default: none)",
+    )
+    broker.add_argument("--store-dir", help="directory of the message store (required)")
+    broker.add_argument("--broker-name", help="this shard's broker name (default broker-a)")
+    broker.add_argument("--cluster", help="cluster name (default DefaultCluster)")
+    broker.add_argument(
+        "--flush", choices=["Async", "Sync"], help="when a send counts as durable (default Async)"
     )
     broker.add_argument(
         "--auto-create-topic",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="create unknown topics on first send",
+        help="create unknown topics on first send (default on)",
     )
     broker.add_argument(
         "--auto-create-group",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="create an unknown consumer group's config on first heartbeat or pull",
+        help="create an unknown consumer group's config on first heartbeat or pull (default on)",
     )
     broker.add_argument(
-        "--default-queues", type=int, default=8, help="queues of an auto-created topic (at most)"
+        "--default-queues", type=int, help="queues of an auto-created topic, at most (default 8)"
     )
     broker.add_argument(
         "--offset-persist-interval-ms",
         type=int,
-        default=5000,
-        help="milliseconds between writes of changed consumer offsets",
+        help="milliseconds between writes of changed consumer offsets (default 5000)",
     )
     broker.add_argument(
         "--delay-levels", help="delay levels, e.g. '1s 5s 10s 30s 1m' (default: RocketMQ's 18)"
@@ -200,8 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument(
         "--register-interval-s",
         type=float,
-        default=30.0,
-        help="seconds between registrations with the name servers",
+        help="seconds between registrations with the name servers (default 30)",
     )
     broker.set_defaults(run=_broker)
 

@@ -1,10 +1,11 @@
 """A broker process's life: SIGKILL under Sync flush and restart, malformed frames, SIGTERM,
-invalid settings."""
+config files, invalid settings."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -143,11 +144,16 @@ def test_unknown_request_codes_are_answered_not_supported(broker: ServerProcess)
 def test_sigterm_exits_zero_and_the_name_server_drops_the_routes(tmp_path: Path) -> None:
     namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
     try:
-        broker = start_server(*broker_args(tmp_path / "store", "--namesrv", namesrv.address))
+        # Offsets are not written on their own within the test: only the stop persists them.
+        broker = start_server(*broker_args(
+            tmp_path / "store", "--namesrv", namesrv.address,
+            "--offset-persist-interval-ms", "3600000",
+        ))  # fmt: skip
 
         async def registered() -> None:
             async with BrokerClient() as client:
                 ok(await client.create_topic(broker.address, "leaving", 2))
+                ok(await client.update_offset(broker.address, "g-leaving", "leaving", 1, 4))
                 await eventually(lambda: client.route(namesrv.address, "leaving"))
 
         async def routes_gone() -> None:
@@ -169,6 +175,8 @@ def test_sigterm_exits_zero_and_the_name_server_drops_the_routes(tmp_path: Path)
             capture_output=True, text=True, timeout=30, check=True,
         )  # fmt: skip
         assert json.loads(inspect.stdout)["recovery"]["cleanShutdown"] is True
+        offsets = json.loads((tmp_path / "store" / "config" / "consumerOffset.json").read_text())
+        assert offsets["offsetTable"]["leaving@g-leaving"] == {"1": 4}
     finally:
         assert namesrv.stop() == 0
 
@@ -181,6 +189,10 @@ def test_sigterm_exits_zero_and_the_name_server_drops_the_routes(tmp_path: Path)
         (["--listen", "0.0.0.0:0"], "advertised_address"),
         (["--namesrv", "nowhere"], "namesrv_addresses"),
         (["--broker-name", "a b"], "broker_name"),
+        (["--http-listen", "localhost:8080"], "http_listen"),
+        (["--delay-levels", "1s 2q"], "delay_levels"),
+        (["--register-interval-s", "nan"], "register_interval_s"),
+        (["--offset-persist-interval-ms", "0"], "offset_persist_interval_ms"),
     ],
 )
 def test_invalid_settings_exit_2_naming_the_setting(
@@ -190,3 +202,59 @@ def test_invalid_settings_exit_2_naming_the_setting(
     result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 2, result.stderr
     assert setting in result.stderr
+
+
+def test_a_config_file_sets_the_broker_up_and_flags_override_it(tmp_path: Path) -> None:
+    with socket.socket() as taken:  # the file's port is in use: only the flag's can work
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        config = tmp_path / "broker.toml"
+        config.write_text(
+            f'listen_host = "127.0.0.1"\nlisten_port = {taken.getsockname()[1]}\n'
+            f'store_dir = "{tmp_path / "store"}"\ncluster_name = "from-file"\n'
+            'http_listen = "127.0.0.1:0"\n\n[store]\nretention_hours = 24\n'
+        )
+        broker = start_server("broker", "--config", str(config), "--listen", "127.0.0.1:0")
+
+    async def cluster_of_a_stored_message() -> str:
+        async with BrokerClient() as client:
+            ok(await client.send(broker.address, "configured", b"hello"))
+            response = ok(await client.pull(broker.address, "g-c", "configured", 0, 0))
+            return records(response)[0].properties["CLUSTER"]
+
+    try:
+        assert run(cluster_of_a_stored_message()) == "from-file"
+        assert any("serving HTTP on 127.0.0.1:" in line for line in broker.output)
+    finally:
+        assert broker.stop() == 0, "".join(broker.output)
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('listen_prot = 1\nstore_dir = "s"', "setting listen_prot: unknown setting"),
+        ('listen_port = "x"\nstore_dir = "s"', "setting listen_port: expected an integer"),
+        ('delay_levels = "1s 0s"\nstore_dir = "s"', "setting delay_levels:"),
+        ('register_interval_s = -1\nstore_dir = "s"', "setting register_interval_s:"),
+        ('[store]\nretention_hours = "x"', "setting store.retention_hours:"),
+        ("store_dir = ", "not valid TOML"),
+    ],
+)
+def test_an_invalid_config_file_exits_2_naming_the_setting(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text(toml)
+    command = [RECONSUME, "broker", "--config", str(config), "--store-dir", str(tmp_path / "s")]
+    if "store_dir" in toml:
+        command = command[:-2]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+
+
+def test_a_missing_config_file_exits_2(tmp_path: Path) -> None:
+    command = [RECONSUME, "broker", "--config", str(tmp_path / "absent.toml")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2
+    assert "absent.toml: cannot read it" in result.stderr

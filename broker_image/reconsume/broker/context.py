@@ -18,6 +18,7 @@ from reconsume.broker.consumers import ConsumerRegistry
 from reconsume.broker.locks import LockTable
 from reconsume.broker.longpoll import PullWaiters
 from reconsume.broker.settings import BrokerSettings
+from reconsume.broker.stats import BrokerStats
 from reconsume.message.address import HostAddress
 from reconsume.message.configs import (
     PERM_INHERIT,
@@ -52,6 +53,7 @@ class BrokerContext:
         self.consumers = ConsumerRegistry(self._notify_enabled)
         self.waiters = PullWaiters()
         self.locks = LockTable()
+        self.stats = BrokerStats()
         self._on_topics_changed = on_topics_changed
         self._version_stamps: dict[str, tuple[int, int]] = {}
 

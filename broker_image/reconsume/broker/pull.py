@@ -52,6 +52,14 @@ class PullProcessor:
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand | None:
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        response = await self._pull(request, header, connection)
+        if response is not None:
+            self.context.stats.pulled(response.code)
+        return response
+
+    async def _pull(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, connection: Connection
+    ) -> RemotingCommand | None:
         checked = self._check(request, header)
         if isinstance(checked, RemotingCommand):
             return checked
@@ -172,5 +180,8 @@ class PullProcessor:
             min_offset=result.min_offset,
             max_offset=result.max_offset,
         )
-        body = b"".join(result.records) if code == ResponseCode.SUCCESS else b""
+        body = b""
+        if code == ResponseCode.SUCCESS:
+            body = b"".join(result.records)
+            self.context.stats.delivered(header.topic, header.consumer_group, len(result.records))
         return request.respond(code, result.status.value, response_header.to_ext_fields(), body)

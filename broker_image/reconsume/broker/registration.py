@@ -3,7 +3,10 @@
 Every ``register_interval_s``, and right after the topic table changes, the broker sends
 REGISTER_BROKER with a ``RegisterBrokerBody`` (its whole topic table and the table's data
 version) to every name server at once. On stop it sends UNREGISTER_BROKER. A name server that
-does not answer is logged and tried again at the next round; it never delays the others.
+does not answer is logged and tried again at the next round; it never delays the others. Until
+one registration has succeeded (a broker usually starts before its name servers can be reached
+on Kubernetes) the rounds come sooner: after 1 s, 2 s, 4 s ... up to the interval, so the broker
+turns ready soon after a name server does.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from reconsume.wire.transport import Dispatcher, RemotingClient
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 3.0
+FIRST_RETRY_S = 1.0
+"""Seconds before the second round when the first registered nowhere (doubling after that)."""
 
 
 class Registrar:
@@ -53,6 +58,8 @@ class Registrar:
         self._task: asyncio.Task[None] | None = None
         self.registrations = 0
         """Successful REGISTER_BROKER answers so far (all name servers together)."""
+        self.results: dict[str, list[int]] = {address: [0, 0] for address in namesrv_addresses}
+        """Per name server: [successful, failed] REGISTER_BROKER requests so far."""
 
     def start(self) -> None:
         if self.namesrv_addresses and self._task is None:
@@ -63,11 +70,15 @@ class Registrar:
         self._changed.set()
 
     async def _run(self) -> None:
+        retry_s = FIRST_RETRY_S
         while True:
             self._changed.clear()
             await self.register_all()
+            wait_s = self.interval_s
+            if not self.registrations:
+                wait_s, retry_s = min(retry_s, self.interval_s), retry_s * 2
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self.interval_s)
+                await asyncio.wait_for(self._changed.wait(), wait_s)
 
     def body(self) -> bytes:
         """RocketMQ's ``RegisterBrokerBody`` as JSON."""
@@ -108,12 +119,17 @@ class Registrar:
 
     async def _invoke(self, address: str, code: int, ext: dict[str, str], body: bytes) -> None:
         request = RemotingCommand.request(code, dict(ext), body)
+        registering = code == RequestCode.REGISTER_BROKER
         try:
             response = await self._client.invoke(address, request, REQUEST_TIMEOUT_S)
         except RemotingError as exc:
             log.warning("name server %s: %s failed: %s", address, RequestCode(code).name, exc)
+            if registering:
+                self.results[address][1] += 1
             return
         if response.code != ResponseCode.SUCCESS:
+            if registering:
+                self.results[address][1] += 1
             log.warning(
                 "name server %s refused %s: code %d %s",
                 address,
@@ -121,8 +137,9 @@ class Registrar:
                 response.code,
                 response.remark,
             )
-        elif code == RequestCode.REGISTER_BROKER:
+        elif registering:
             self.registrations += 1
+            self.results[address][0] += 1
 
     async def close(self) -> None:
         """Stop registering, unregister from every name server and close the connections."""

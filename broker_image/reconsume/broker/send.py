@@ -220,6 +220,7 @@ class SendProcessor:
         except StoreError as exc:
             return _respond(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(exc))
         topic = requests[0].topic
+        self.context.stats.stored(topic, len(requests), sum(len(r.body) for r in requests))
         self.context.waiters.notify(
             topic,
             queue_id,

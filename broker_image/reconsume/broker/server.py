@@ -1,8 +1,14 @@
 """The broker: a remoting server over one message store, registered with the name servers.
 
 Request handlers live in their own modules (send, pull, offsets, clients, admin); this module
-wires them to request codes, starts and stops the parts in order, and runs the housekeeping
-RocketMQ's ``ClientHousekeepingService`` does (closing clients silent for two minutes).
+wires them to request codes, starts and stops the parts in order, serves the HTTP endpoint
+(``/metrics``, ``/healthz``, ``/readyz``) and runs the housekeeping RocketMQ's
+``ClientHousekeepingService`` does (closing clients silent for two minutes).
+
+Start: HTTP endpoint, remoting port bound (not yet serving), store opened and recovered in a
+worker thread (so ``/healthz`` answers during a long recovery), handlers, remoting serving,
+registration. Stop: not ready at once, stop accepting, unregister, close client connections,
+flush and close the store, stop the HTTP endpoint.
 """
 
 from __future__ import annotations
@@ -12,18 +18,24 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from prometheus_client.exposition import choose_encoder
+
+from reconsume.broker import health
 from reconsume.broker.admin import AdminProcessor
 from reconsume.broker.clients import ClientProcessor
 from reconsume.broker.context import BrokerContext
+from reconsume.broker.http_endpoint import HttpEndpoint, Request, Response, text
+from reconsume.broker.metrics import broker_registry
 from reconsume.broker.offsets import OffsetProcessor
 from reconsume.broker.pull import PullProcessor
 from reconsume.broker.registration import Registrar
 from reconsume.broker.send import SendProcessor
 from reconsume.broker.settings import BrokerSettings
-from reconsume.errors import InvalidArgumentError
+from reconsume.errors import InvalidArgumentError, ReconsumeError
+from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
@@ -70,16 +82,26 @@ def guarded(handler: Handler) -> Handler:
 class Broker:
     """One broker process: call :meth:`start`, then :meth:`stop` (from the same event loop)."""
 
-    def __init__(self, settings: BrokerSettings) -> None:
+    def __init__(
+        self, settings: BrokerSettings, *, on_http_listening: Callable[[str], None] | None = None
+    ) -> None:
         self.settings = settings
         self.dispatcher = Dispatcher("broker")
         self.server = RemotingServer(self.dispatcher)
         self.address = ""
         """The advertised ``ip:port``, once started."""
+        self.http_address = ""
+        """``ip:port`` the HTTP endpoint listens on, once started; empty without one."""
+        self.registry = broker_registry(self, settings.metrics_max_queue_series)
+        """This broker's Prometheus metrics (``/metrics``)."""
+        self._on_http_listening = on_http_listening
+        self._http: HttpEndpoint | None = None
         self._store: MessageStore | None = None
         self._context: BrokerContext | None = None
         self._registrar: Registrar | None = None
+        self._registrations: Mapping[str, Sequence[int]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @property
     def context(self) -> BrokerContext:
@@ -87,17 +109,72 @@ class Broker:
             raise RuntimeError("the broker is not started")
         return self._context
 
+    # ------------------------------------------------------------------ observation
+    def current_context(self) -> BrokerContext | None:
+        return self._context
+
+    def connection_count(self) -> int:
+        return len(self.server.connections)
+
+    def registration_results(self) -> Mapping[str, Sequence[int]]:
+        return self._registrations
+
+    def readiness(self) -> health.Readiness:
+        registrar = self._registrar
+        return health.readiness(
+            store_open=self._context is not None,
+            namesrv_addresses=self.settings.namesrv_addresses,
+            registrations=0 if registrar is None else registrar.registrations,
+            stopping=self._stopping,
+        )
+
+    def _metrics(self, request: Request) -> Response:
+        encode, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(200, encode(self.registry), content_type)
+
+    def _readyz(self, request: Request) -> Response:
+        state = self.readiness()
+        return text(200 if state.ready else 503, state.reason)
+
+    # ------------------------------------------------------------------ life cycle
     async def start(self) -> str:
-        """Listen, open (and recover) the store, register; returns the advertised address."""
+        """Serve HTTP, listen, open (and recover) the store, register; returns the advertised
+        address."""
+        http = self.settings.http_address()
+        if http is not None:
+            endpoint = HttpEndpoint(
+                {
+                    "/metrics": self._metrics,
+                    "/healthz": lambda _request: text(200, "ok"),
+                    "/readyz": self._readyz,
+                }
+            )
+            port = await _listen("http_listen", http[0], http[1], endpoint.start)
+            self._http = endpoint
+            self.http_address = str(HostAddress.parse(f"[{http[0]}]:{port}"))
+            log.info("broker %s serving HTTP on %s", self.settings.broker_name, self.http_address)
+            if self._on_http_listening is not None:
+                self._on_http_listening(self.http_address)
+        try:
+            return await self._start_broker()
+        except BaseException:
+            await self._stop_http()
+            raise
+
+    async def _start_broker(self) -> str:
         settings = self.settings
-        port = await self.server.start(settings.listen_host, settings.listen_port)
+
+        async def bind(host: str, port: int) -> int:
+            return await self.server.start(host, port, start_serving=False)
+
+        port = await _listen("listen", settings.listen_host, settings.listen_port, bind)
         store_host = settings.advertised(port)
         try:
             # Opened after binding: with port 0 the store host (in every record and offset
-            # message id) must carry the port actually bound. No request is handled before the
-            # handlers below exist, since nothing awaits in between.
-            store = MessageStore(
-                settings.store_dir, settings.store_settings(), store_host=store_host
+            # message id) must carry the port actually bound. The port serves no request
+            # before the handlers below exist (start_serving=False until then).
+            store = await asyncio.to_thread(
+                MessageStore, settings.store_dir, settings.store_settings(), store_host=store_host
             )
         except BaseException:
             await self.server.stop()
@@ -114,11 +191,13 @@ class Broker:
             topic_wrapper=self._topic_wrapper,
         )
         self._registrar = registrar
+        self._registrations = registrar.results
         context = BrokerContext(settings, store, store_host, registrar.topics_changed)
-        self._context = context
         context.prepare_default_topic()
         self._register_handlers(context)
         self.server.on_disconnect.append(context.consumers.connection_closed)
+        await self.server.start_serving()
+        self._context = context
         registrar.start()
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
@@ -186,8 +265,10 @@ class Broker:
                 connection.close()
 
     async def stop(self) -> None:
-        """Stop accepting, unregister from the name servers, close client connections (held
-        pulls end with them), then flush and close the store (tables persisted)."""
+        """Turn unready, stop accepting, unregister from the name servers, close client
+        connections (held pulls end with them), flush and close the store (tables persisted),
+        then stop the HTTP endpoint."""
+        self._stopping = True
         self.server.stop_accepting()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
@@ -198,7 +279,24 @@ class Broker:
             await self._registrar.close()
             self._registrar = None
         await self.server.stop()
+        self._context = None  # scrapes from here on leave out the closing store
         if self._store is not None:
             self._store.close()
             self._store = None
+        await self._stop_http()
         log.info("broker %s stopped", self.settings.broker_name)
+
+    async def _stop_http(self) -> None:
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
+
+
+async def _listen(
+    setting: str, host: str, port: int, bind: Callable[[str, int], Awaitable[int]]
+) -> int:
+    """``bind(host, port)``, with a failure to bind reported as the setting it comes from."""
+    try:
+        return await bind(host, port)
+    except OSError as exc:
+        raise ReconsumeError(f"setting {setting}: cannot listen on {host}:{port}: {exc}") from exc

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import dataclass, field, replace
 
+from reconsume.engine.delays import parse_delay_levels
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.address import HostAddress
 from reconsume.store.settings import FlushMode, StoreSettings
@@ -60,11 +62,17 @@ class BrokerSettings:
     """Milliseconds between writes of changed consumer offsets to disk (a crash loses at most
     this window of offset commits, as in RocketMQ)."""
     delay_levels: str = DEFAULT_DELAY_LEVELS
-    """Delay levels (``1s 5s ... 2h``; units ms s m h d); stored here, validated by the engine."""
-    http_port: int | None = None
-    """TCP port of the HTTP endpoint (metrics, health); None: no HTTP endpoint."""
+    """Delay levels (``1s 5s ... 2h``; units ms s m h d), parsed by the engine's
+    :func:`~reconsume.engine.delays.parse_delay_levels`."""
+    http_listen: str | None = None
+    """``ip:port`` of the HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``); port 0 picks
+    a free one. None: no HTTP endpoint."""
     register_interval_s: float = 30.0
-    """Seconds between registrations with every name server (they expire a broker after 120 s)."""
+    """Seconds between registrations with every name server (they expire a broker after 120 s).
+    Until the first registration succeeds, failed rounds are retried sooner."""
+    metrics_max_queue_series: int = 2_000
+    """Queues reported per queue in ``/metrics`` (``reconsume_queue_max_offset``), at most;
+    the rest are left out (and counted) so a topic explosion cannot flood Prometheus."""
     store: StoreSettings = field(default_factory=StoreSettings)
     """Store sizes and intervals; ``flush_mode`` and ``offset_persist_interval_ms`` above
     override the matching store fields."""
@@ -108,12 +116,23 @@ class BrokerSettings:
         for setting in ("sync_flush_timeout_ms", "offset_persist_interval_ms"):
             if getattr(self, setting) <= 0:
                 raise _invalid(setting, "must be positive")
-        if not self.delay_levels.strip():
-            raise _invalid("delay_levels", "must list at least one delay")
-        if self.http_port is not None and not 0 <= self.http_port <= 65535:
-            raise _invalid("http_port", f"{self.http_port} is not 0-65535")
-        if self.register_interval_s <= 0:
-            raise _invalid("register_interval_s", "must be positive seconds")
+        try:
+            parse_delay_levels(self.delay_levels)
+        except InvalidArgumentError as exc:
+            raise _invalid("delay_levels", str(exc)) from None
+        if self.http_listen is not None:
+            http_host, http_port = self.http_address() or ("", 0)
+            hosts = {ipaddress.ip_address(http_host), ipaddress.ip_address(self.listen_host)}
+            if http_port == self.listen_port != 0 and (
+                len(hosts) == 1 or any(host.is_unspecified for host in hosts)
+            ):
+                raise _invalid("http_listen", f"port {http_port} is the remoting port (listen)")
+        if not (math.isfinite(self.register_interval_s) and self.register_interval_s > 0):
+            raise _invalid("register_interval_s", f"{self.register_interval_s} is not positive")
+        if self.metrics_max_queue_series < 0:
+            raise _invalid("metrics_max_queue_series", "must not be negative")
+        if not isinstance(self.store, StoreSettings):
+            raise _invalid("store", f"{self.store!r} is not StoreSettings")
 
     def store_settings(self) -> StoreSettings:
         """The store's settings with this broker's flush mode and offset persist interval."""
@@ -122,6 +141,15 @@ class BrokerSettings:
             flush_mode=self.flush_mode,
             table_flush_interval_ms=self.offset_persist_interval_ms,
         )
+
+    def http_address(self) -> tuple[str, int] | None:
+        """``(ip, port)`` of the HTTP endpoint, or None when there is none."""
+        if self.http_listen is None:
+            return None
+        address = _parse_address("http_listen", self.http_listen)
+        if address.port > 65535:
+            raise _invalid("http_listen", f"port {address.port} is not 0-65535")
+        return str(ipaddress.ip_address(address.ip)), address.port
 
     def advertised(self, bound_port: int) -> HostAddress:
         """The address to advertise once the server listens on ``bound_port``."""

@@ -204,13 +204,19 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (port 0 picks one); returns the port."""
+    async def start(self, host: str, port: int, *, start_serving: bool = True) -> int:
+        """Listen on ``host:port`` (port 0 picks one); returns the port. With
+        ``start_serving=False`` the port is bound but connections wait in the backlog until
+        :meth:`start_serving`."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._new_connection, host, port, reuse_address=True
+            self._new_connection, host, port, reuse_address=True, start_serving=start_serving
         )
         return int(self._server.sockets[0].getsockname()[1])
+
+    async def start_serving(self) -> None:
+        if self._server is not None:
+            await self._server.start_serving()
 
     def _new_connection(self) -> Connection:
         connection = Connection(

@@ -1,0 +1,1 @@
+"""The retry and schedule engine: delay levels, retry decisions, the schedule service."""

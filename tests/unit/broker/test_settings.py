@@ -1,0 +1,80 @@
+"""BrokerSettings validation: every refusal names its setting."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from reconsume.broker.settings import BrokerSettings
+from reconsume.errors import InvalidArgumentError
+from reconsume.message.address import HostAddress
+from reconsume.store.settings import FlushMode, StoreSettings
+
+
+def settings(**changes: Any) -> BrokerSettings:
+    return BrokerSettings(**{"store_dir": "/tmp/store", **changes})
+
+
+def test_defaults_are_valid() -> None:
+    default = settings()
+    assert default.http_address() is None
+    assert default.advertised(10911) == HostAddress.parse("127.0.0.1:10911")
+
+
+@pytest.mark.parametrize(
+    ("changes", "setting", "problem"),
+    [
+        ({"store_dir": ""}, "store_dir", "must name a directory"),
+        ({"listen_host": "localhost"}, "listen_host", "is not an IP address"),
+        ({"listen_port": 65536}, "listen_port", "is not 0-65535"),
+        ({"listen_port": -1}, "listen_port", "is not 0-65535"),
+        ({"advertised_address": "nowhere"}, "advertised_address", "is not host:port"),
+        ({"advertised_address": "0.0.0.0:1"}, "advertised_address", "clients can reach"),
+        ({"listen_host": "0.0.0.0"}, "advertised_address", "required when listening on 0.0.0.0"),
+        ({"namesrv_addresses": ("a:1", "b")}, "namesrv_addresses", "'b' is not host:port"),
+        ({"namesrv_addresses": ("a:0",)}, "namesrv_addresses", "'a:0' is not host:port"),
+        ({"namesrv_addresses": (":1",)}, "namesrv_addresses", "is not host:port"),
+        ({"broker_name": "a b"}, "broker_name", "must be letters, digits"),
+        ({"cluster_name": ""}, "cluster_name", "(non-empty)"),
+        ({"broker_id": 1}, "broker_id", "masters only"),
+        ({"default_topic_queue_nums": 0}, "default_topic_queue_nums", "is not 1-1024"),
+        ({"default_topic_queue_nums": 1025}, "default_topic_queue_nums", "is not 1-1024"),
+        ({"flush_mode": "sync"}, "flush_mode", "is not Async or Sync"),
+        ({"sync_flush_timeout_ms": 0}, "sync_flush_timeout_ms", "must be positive"),
+        ({"offset_persist_interval_ms": -5}, "offset_persist_interval_ms", "must be positive"),
+        ({"delay_levels": ""}, "delay_levels", "no delay levels"),
+        ({"delay_levels": "1s 2x"}, "delay_levels", "delay 2 ('2x')"),
+        ({"http_listen": "8080"}, "http_listen", "is not host:port"),
+        ({"http_listen": "localhost:8080"}, "http_listen", "has no valid IP address"),
+        ({"http_listen": "127.0.0.1:65536"}, "http_listen", "port 65536 is not 0-65535"),
+        ({"http_listen": "127.0.0.1:10911"}, "http_listen", "is the remoting port"),
+        ({"http_listen": "0.0.0.0:10911"}, "http_listen", "is the remoting port"),
+        ({"register_interval_s": 0.0}, "register_interval_s", "is not positive"),
+        ({"register_interval_s": float("nan")}, "register_interval_s", "is not positive"),
+        ({"register_interval_s": float("inf")}, "register_interval_s", "is not positive"),
+        ({"metrics_max_queue_series": -1}, "metrics_max_queue_series", "must not be negative"),
+        ({"store": {"retention_hours": 1}}, "store", "is not StoreSettings"),
+    ],
+)
+def test_invalid_values_name_the_setting(
+    changes: dict[str, Any], setting: str, problem: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"^setting {setting}: .*{re.escape(problem)}"):
+        settings(**changes)
+
+
+def test_http_may_share_the_port_number_on_another_address() -> None:
+    shared = settings(http_listen="127.0.0.2:10911")
+    assert shared.http_address() == ("127.0.0.2", 10911)
+    assert settings(listen_port=0, http_listen="127.0.0.1:0").http_address() == ("127.0.0.1", 0)
+    assert settings(http_listen="[::1]:8080").http_address() == ("::1", 8080)
+
+
+def test_store_settings_take_the_brokers_flush_mode_and_offset_interval() -> None:
+    store = StoreSettings(flush_mode=FlushMode.ASYNC, table_flush_interval_ms=1)
+    merged = settings(
+        store=store, flush_mode=FlushMode.SYNC, offset_persist_interval_ms=250
+    ).store_settings()
+    assert (merged.flush_mode, merged.table_flush_interval_ms) == (FlushMode.SYNC, 250)
