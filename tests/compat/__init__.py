@@ -1,0 +1,1 @@
+"""Compat tier: real RocketMQ clients, written by others, against reconsume's servers."""
