@@ -1,0 +1,153 @@
+"""Concurrent consumption: batches of a queue's messages handed to the listener in parallel.
+
+After the listener returns, RocketMQ's ``processConsumeResult`` decides: in clustering,
+messages after ``ack_index`` are sent back for a broker-side retry (or re-consumed locally
+after 5 s when even that fails); in broadcasting, failures are logged and dropped. Then the
+queue's offset advances to the smallest message still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import cast
+
+from reconsume.client.listener import (
+    ACK_ALL,
+    ConcurrentContext,
+    ConcurrentListener,
+    ConsumeStatus,
+    MessageModel,
+    checked_result,
+    is_async_callable,
+)
+from reconsume.client.offsets import OffsetStore
+from reconsume.client.process_queue import ProcessQueue
+from reconsume.message.model import StoredMessage
+
+log = logging.getLogger(__name__)
+
+LOCAL_RETRY_DELAY_S = 5.0
+
+SendBackFn = Callable[[StoredMessage, str, int], Awaitable[bool]]
+
+
+class ConcurrentService:
+    def __init__(
+        self,
+        listener: ConcurrentListener,
+        *,
+        model: MessageModel,
+        offsets: OffsetStore,
+        send_back: SendBackFn,
+        restore: Callable[[StoredMessage], StoredMessage],
+        batch_size: int,
+        concurrency: int,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        self._listener = listener
+        self._is_async = is_async_callable(listener)
+        self._model = model
+        self._offsets = offsets
+        self._send_back = send_back
+        self._restore = restore
+        self._batch_size = batch_size
+        self._slots = asyncio.Semaphore(concurrency)
+        self._executor = executor
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.failures_dropped = 0
+        """Broadcasting messages whose consumption failed and that were not retried."""
+        self.consumed = 0
+        self.failed = 0
+
+    def submit(self, messages: Sequence[StoredMessage], pq: ProcessQueue) -> None:
+        for start in range(0, len(messages), self._batch_size):
+            self._spawn(self._consume(list(messages[start : start + self._batch_size]), pq))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait for batches in flight (shutdown)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+
+    def cancel(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    async def _consume(self, batch: list[StoredMessage], pq: ProcessQueue) -> None:
+        async with self._slots:
+            if not pq.is_active():
+                return  # handed over: the next owner reads it from the committed offset
+            pq.begin()
+            try:
+                context = ConcurrentContext(pq.queue)
+                status = await self._call([self._restore(m) for m in batch], context)
+                await self._process_result(batch, pq, status, context)
+            finally:
+                pq.end()
+
+    async def _call(
+        self, batch: list[StoredMessage], context: ConcurrentContext
+    ) -> ConsumeStatus | None:
+        try:
+            if self._is_async:
+                result = self._listener(batch, context)
+                return await cast(Awaitable[ConsumeStatus | None], result)
+            loop = asyncio.get_running_loop()
+            return cast(
+                ConsumeStatus | None,
+                checked_result(
+                    await loop.run_in_executor(self._executor, self._listener, batch, context)
+                ),
+            )
+        except Exception:
+            log.exception("listener failed on %d message(s) of %s", len(batch), context.queue)
+            return None
+
+    async def _process_result(
+        self,
+        batch: list[StoredMessage],
+        pq: ProcessQueue,
+        status: ConsumeStatus | None,
+        context: ConcurrentContext,
+    ) -> None:
+        if status is ConsumeStatus.CONSUME_SUCCESS:
+            ack_index = min(context.ack_index, len(batch) - 1)
+        else:
+            ack_index = -1
+        failed = batch[ack_index + 1 :]
+        self.consumed += len(batch) - len(failed)
+        self.failed += len(failed)
+        again: list[StoredMessage] = []
+        if failed and self._model is MessageModel.BROADCASTING:
+            self.failures_dropped += len(failed)
+            for message in failed:
+                log.warning("broadcast message %s failed and is dropped", message.msg_id)
+        elif failed:
+            level = context.delay_level_when_next_consume
+            for message in failed:
+                if await self._send_back(message, pq.queue.broker_name, level):
+                    continue
+                again.append(replace(message, reconsume_times=message.reconsume_times + 1))
+        retried = {m.queue_offset for m in again}
+        done = [m for m in batch if m.queue_offset not in retried]
+        offset = pq.remove(done)
+        if offset >= 0 and not pq.dropped:
+            self._offsets.update(pq.queue, offset)
+        if again:
+            self._spawn(self._later(again, pq))
+
+    async def _later(self, messages: list[StoredMessage], pq: ProcessQueue) -> None:
+        await asyncio.sleep(LOCAL_RETRY_DELAY_S)
+        if pq.is_active():
+            self.submit(messages, pq)
+
+
+__all__ = ["ACK_ALL", "ConcurrentService"]

@@ -1,0 +1,400 @@
+"""The push consumer: pulls with long polling and hands messages to a listener.
+
+asyncio first::
+
+    consumer = PushConsumer(["127.0.0.1:9876"], "orders-consumer")
+    consumer.subscribe("orders", "paid || refunded")
+    consumer.register_listener(handle)            # or register_orderly_listener
+    await consumer.start()
+    ...
+    await consumer.shutdown()
+
+Clustering consumers of a group split the topic's queues among themselves (the allocation of
+:mod:`reconsume.client.rebalance`), re-split whenever a broker tells them the group changed
+(NOTIFY_CONSUMER_IDS_CHANGED) and at least every 20 s, and commit offsets to the brokers.
+Broadcasting consumers each read every queue and keep offsets in a local file. Shutdown stops
+pulling, lets batches in the listener finish, commits offsets and leaves the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from reconsume.client.assignment import Assignment, QueueSettings
+from reconsume.client.broker_api import BrokerApi
+from reconsume.client.concurrent import ConcurrentService
+from reconsume.client.identity import client_id
+from reconsume.client.listener import (
+    ConcurrentListener,
+    ConsumeFrom,
+    MessageModel,
+    OrderlyListener,
+    restore_retry_topic,
+)
+from reconsume.client.locks import QueueLocks
+from reconsume.client.namesrv import RouteCache
+from reconsume.client.offsets import BrokerOffsetStore, LocalOffsetStore, OffsetStore
+from reconsume.client.orderly import OrderlyService
+from reconsume.client.producer import Producer
+from reconsume.client.rebalance import allocate_average
+from reconsume.client.routes import MessageQueue
+from reconsume.client.sendback import SendBack
+from reconsume.client.subscription import Subscription, heartbeat_body
+from reconsume.errors import InvalidArgumentError, ReconsumeError, RemotingError
+from reconsume.message.model import StoredMessage
+from reconsume.message.names import retry_topic, validate_group, validate_topic
+from reconsume.wire.codes import RequestCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.transport import Connection, Dispatcher, RemotingClient
+
+log = logging.getLogger(__name__)
+
+INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+DEFAULT_MAX_RECONSUME_TIMES = 16
+ORDERLY_UNLIMITED = 2**31 - 1
+
+
+class PushConsumer:
+    def __init__(
+        self,
+        name_servers: list[str],
+        group: str,
+        *,
+        model: MessageModel = MessageModel.CLUSTERING,
+        consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
+        consume_timestamp_ms: int = 0,
+        batch_size: int = 1,
+        pull_batch_size: int = 32,
+        concurrency: int = 20,
+        max_held_per_queue: int = 1000,
+        max_reconsume_times: int = -1,
+        suspend_ms: int = 1000,
+        long_poll_ms: int = 15_000,
+        rebalance_interval_s: float = 20.0,
+        heartbeat_interval_s: float = 30.0,
+        persist_interval_s: float = 5.0,
+        lock_interval_s: float = 20.0,
+        shutdown_wait_s: float = 10.0,
+        instance_name: str | None = None,
+        offset_dir: Path | None = None,
+        timeout_s: float = 3.0,
+    ) -> None:
+        validate_group(group)
+        for name, value in (("batch_size", batch_size), ("pull_batch_size", pull_batch_size)):
+            if not 1 <= value <= 1024:
+                raise InvalidArgumentError(f"{name} must be in 1..1024, not {value}")
+        if concurrency < 1 or max_held_per_queue < 1:
+            raise InvalidArgumentError("concurrency and max_held_per_queue must be >= 1")
+        self.group = group
+        self.model = model
+        self.consume_from = consume_from
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.instance_name = instance_name or f"{os.getpid()}-{id(self):x}"
+        self.client_id = client_id(self.instance_name)
+        self._name_servers = list(name_servers)
+        self._batch_size = batch_size
+        self._pull_batch_size = pull_batch_size
+        self._concurrency = concurrency
+        self._max_held = max_held_per_queue
+        self._max_reconsume = max_reconsume_times
+        self._suspend_ms = suspend_ms
+        self._long_poll_ms = long_poll_ms
+        self._rebalance_interval_s = rebalance_interval_s
+        self._heartbeat_interval_s = heartbeat_interval_s
+        self._persist_interval_s = persist_interval_s
+        self._lock_interval_s = lock_interval_s
+        self._shutdown_wait_s = shutdown_wait_s
+        self._offset_dir = offset_dir
+        self._timeout_s = timeout_s
+        self._subscriptions: dict[str, Subscription] = {}
+        self._concurrent_listener: ConcurrentListener | None = None
+        self._orderly_listener: OrderlyListener | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_now = asyncio.Event()
+        self._started = False
+        self._stopping = False
+        self._rebalance_lock = asyncio.Lock()
+        self._incomplete = False
+        """The last rebalance could not place every queue: try again within a second."""
+
+    # ------------------------------------------------------------------ configuration
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Receive ``topic``'s messages whose tag matches ``expression`` (``*``, or
+        ``tagA || tagB``)."""
+        validate_topic(topic)
+        self._subscriptions[topic] = Subscription.parse(topic, expression)
+
+    def register_listener(self, listener: ConcurrentListener) -> None:
+        self._concurrent_listener = listener
+        self._orderly_listener = None
+
+    def register_orderly_listener(self, listener: OrderlyListener) -> None:
+        self._orderly_listener = listener
+        self._concurrent_listener = None
+
+    @property
+    def orderly(self) -> bool:
+        return self._orderly_listener is not None
+
+    @property
+    def assigned(self) -> frozenset[MessageQueue]:
+        """The queues this consumer reads now."""
+        if not self._started:
+            return frozenset()
+        return frozenset(q for q, pq in self._assignment.queues.items() if pq.is_active())
+
+    @property
+    def consumed(self) -> int:
+        return self._service.consumed
+
+    @property
+    def failures_dropped(self) -> int:
+        """Broadcasting messages whose consumption failed (dropped, as RocketMQ does)."""
+        service = self._service
+        return service.failures_dropped if isinstance(service, ConcurrentService) else 0
+
+    # ------------------------------------------------------------------ lifecycle
+    async def __aenter__(self) -> PushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    async def start(self) -> None:
+        if self._started:
+            raise ReconsumeError(f"consumer {self.client_id} was already started")
+        if not self._subscriptions:
+            raise InvalidArgumentError("subscribe to at least one topic before start()")
+        if self._concurrent_listener is None and self._orderly_listener is None:
+            raise InvalidArgumentError("register a listener before start()")
+        self._started = True
+        clustering = self.model is MessageModel.CLUSTERING
+        if clustering and retry_topic(self.group) not in self._subscriptions:
+            self._subscriptions[retry_topic(self.group)] = Subscription.parse(
+                retry_topic(self.group)
+            )
+        dispatcher = Dispatcher(f"consumer {self.client_id}")
+        dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notified)
+        self._client = RemotingClient(dispatcher)
+        self._api = BrokerApi(self._client, self._timeout_s)
+        self._routes = RouteCache(self._client, self._name_servers, timeout_s=self._timeout_s)
+        self._locks = QueueLocks(self._api, self.group, self.client_id, self._broker_of)
+        self._offsets: OffsetStore
+        if clustering:
+            self._offsets = BrokerOffsetStore(
+                self._client, self._routes, self.group, timeout_s=self._timeout_s
+            )
+        else:
+            directory = self._offset_dir or (
+                Path.home() / ".reconsume" / "offsets" / self.instance_name
+            )
+            self._offsets = LocalOffsetStore(directory / self.group)
+        await self._offsets.load()
+        self._executor = ThreadPoolExecutor(self._concurrency, f"consume-{self.group}")
+        self._producer = Producer(self._name_servers, INNER_PRODUCER_GROUP)
+        default_max = ORDERLY_UNLIMITED if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
+        max_times = default_max if self._max_reconsume < 0 else self._max_reconsume
+        send_back = SendBack(
+            self._client,
+            self._routes,
+            self._producer,
+            self.group,
+            max_reconsume_times=max_times,
+            timeout_s=self._timeout_s,
+        )
+        self._service: ConcurrentService | OrderlyService
+        if self._orderly_listener is not None:
+            self._service = OrderlyService(
+                self._orderly_listener,
+                model=self.model,
+                offsets=self._offsets,
+                send_back=send_back,
+                lock=self._locks.lock,
+                restore=self._restore,
+                batch_size=self._batch_size,
+                max_reconsume_times=max_times,
+                suspend_ms=self._suspend_ms,
+                executor=self._executor,
+            )
+        else:
+            assert self._concurrent_listener is not None
+            self._service = ConcurrentService(
+                self._concurrent_listener,
+                model=self.model,
+                offsets=self._offsets,
+                send_back=send_back,
+                restore=self._restore,
+                batch_size=self._batch_size,
+                concurrency=self._concurrency,
+                executor=self._executor,
+            )
+        await self._heartbeat()
+        self._assignment = Assignment(
+            QueueSettings(
+                group=self.group,
+                client_id=self.client_id,
+                clustering=clustering,
+                orderly=self.orderly,
+                consume_from=self.consume_from,
+                consume_timestamp_ms=self.consume_timestamp_ms,
+                max_held=self._max_held,
+                pull_batch_size=self._pull_batch_size,
+                long_poll_ms=self._long_poll_ms,
+                timeout_s=self._timeout_s,
+                handover_wait_s=self._shutdown_wait_s,
+            ),
+            client=self._client,
+            api=self._api,
+            offsets=self._offsets,
+            locks=self._locks,
+            broker_of=self._broker_of,
+            submit=self._service.submit,
+            subscriptions=self._subscriptions,
+        )
+        await self._rebalance()
+        self._every(self._heartbeat_interval_s, self._heartbeat)
+        self._every(self._persist_interval_s, self._persist)
+        if self.orderly and clustering:
+            self._every(self._lock_interval_s, self._lock_all_queues)
+        self._tasks.append(asyncio.ensure_future(self._rebalance_loop()))
+        log.info("consumer %s of %s started", self.client_id, self.group)
+
+    async def shutdown(self) -> None:
+        """Stop pulling, let running batches finish (up to ``shutdown_wait_s``), commit
+        offsets, unlock orderly queues and leave the group."""
+        if not self._started or self._stopping:
+            return
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        queues = await self._assignment.stop()
+        self._service.cancel()
+        await self._offsets.persist(queues)
+        if self.orderly and self.model is MessageModel.CLUSTERING:
+            await self._locks.unlock(queues)
+        for address in await self._brokers():
+            try:
+                await self._api.unregister(address, self.client_id, consumer_group=self.group)
+            except RemotingError as exc:
+                log.warning("leaving group %s on %s failed: %s", self.group, address, exc)
+        self._assignment.queues.clear()
+        await self._producer.close()
+        await self._client.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        log.info("consumer %s of %s stopped", self.client_id, self.group)
+
+    def _every(self, interval_s: float, action: Callable[[], Awaitable[None]]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                try:
+                    await action()
+                except RemotingError as exc:
+                    log.warning("%s failed: %s", action.__name__, exc)
+
+        self._tasks.append(asyncio.ensure_future(loop()))
+
+    # ------------------------------------------------------------------ brokers
+    def _notified(self, request: RemotingCommand, connection: Connection) -> None:
+        if request.ext_fields.get("consumerGroup") == self.group:
+            self._rebalance_now.set()
+
+    async def _brokers(self) -> set[str]:
+        addresses: set[str] = set()
+        for topic in self._subscriptions:
+            try:
+                route = await self._routes.get(topic)
+            except RemotingError:
+                continue
+            if route is not None:
+                addresses.update(b.master for b in route.brokers.values() if b.master)
+        return addresses
+
+    async def _heartbeat(self) -> None:
+        body = heartbeat_body(
+            self.client_id,
+            INNER_PRODUCER_GROUP,
+            self.group,
+            self.model.value,
+            self.consume_from.value,
+            self._subscriptions.values(),
+        )
+        for address in await self._brokers():
+            try:
+                await self._api.heartbeat(address, body)
+            except RemotingError as exc:
+                log.warning("heartbeat to %s failed: %s", address, exc)
+
+    async def _broker_of(self, queue: MessageQueue) -> str:
+        route = await self._routes.get(queue.topic)
+        address = route.master_of(queue.broker_name) if route is not None else None
+        if address is None:
+            route = await self._routes.get(queue.topic, refresh=True)
+            address = route.master_of(queue.broker_name) if route is not None else None
+        if address is None:
+            raise RemotingError(f"no master address for broker {queue.broker_name}")
+        return address
+
+    # ------------------------------------------------------------------ rebalance
+    async def _rebalance_loop(self) -> None:
+        while True:
+            incomplete = False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._rebalance_now.wait(),
+                    1.0 if self._incomplete else self._rebalance_interval_s,
+                )
+            self._rebalance_now.clear()
+            try:
+                await self._rebalance()
+            except RemotingError as exc:
+                log.warning("rebalance of %s failed: %s", self.group, exc)
+                incomplete = True
+            self._incomplete = self._incomplete or incomplete
+
+    async def _rebalance(self) -> None:
+        """Bring the set of queues read in line with the allocation."""
+        async with self._rebalance_lock:
+            if self._stopping:
+                return
+            incomplete = False
+            for topic, _subscription in list(self._subscriptions.items()):
+                route = await self._routes.get(topic)
+                if route is None or not route.read_queues:
+                    incomplete = True  # e.g. the retry topic, until the broker registers it
+                    continue
+                queues = route.read_queues
+                if self.model is MessageModel.BROADCASTING:
+                    mine = set(queues)
+                else:
+                    masters = sorted({b.master for b in route.brokers.values() if b.master})
+                    ids: list[str] = []
+                    for address in masters:
+                        try:
+                            ids = await self._api.consumer_ids(address, self.group)
+                        except RemotingError:
+                            continue
+                        if ids:
+                            break
+                    if self.client_id not in ids:
+                        incomplete = True
+                    mine = set(allocate_average(queues, ids, self.client_id))
+                incomplete |= not await self._assignment.update(topic, mine)
+            self._incomplete = incomplete
+
+    async def _persist(self) -> None:
+        await self._offsets.persist(list(self._assignment.queues))
+
+    async def _lock_all_queues(self) -> None:
+        await self._locks.renew(dict(self._assignment.queues))
+
+    def _restore(self, message: StoredMessage) -> StoredMessage:
+        return restore_retry_topic(message, self.group)

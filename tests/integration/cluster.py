@@ -1,0 +1,124 @@
+"""One name server and two Sync-flush brokers on loopback, and helpers for client tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from reconsume.client.admin import AdminClient
+from reconsume.client.listener import ConcurrentContext, ConsumeStatus
+from reconsume.client.producer import Producer, SendResult
+from reconsume.client.push import PushConsumer
+from reconsume.message.model import Message, StoredMessage
+
+from .processes import ServerProcess, start_server
+from .wire_client import eventually
+
+SMALL_SEGMENTS = """
+[store]
+commit_log_segment_bytes = 67108864
+"""
+"""Test brokers roll 64 MiB commit-log segments instead of 1 GiB ones."""
+
+
+def start_broker(
+    namesrv: str, name: str, store: Path, *, listen: str = "127.0.0.1:0", cluster: str = "test"
+) -> ServerProcess:
+    config = store.with_name(f"{store.name}.toml")
+    config.write_text(SMALL_SEGMENTS)
+    return start_server(
+        "broker", "--listen", listen, "--namesrv", namesrv, "--store-dir", str(store),
+        "--broker-name", name, "--cluster", cluster, "--flush", "Sync", "--config", str(config),
+    )  # fmt: skip
+
+
+@dataclass
+class Cluster:
+    namesrv: ServerProcess
+    brokers: dict[str, ServerProcess]
+    stores: dict[str, Path]
+
+    @property
+    def name_servers(self) -> list[str]:
+        return [self.namesrv.address]
+
+    def restart(self, name: str) -> ServerProcess:
+        """SIGKILL broker ``name`` and start it again on the same address and store."""
+        old = self.brokers[name]
+        old.kill()
+        self.brokers[name] = start_broker(
+            self.namesrv.address, name, self.stores[name], listen=old.address
+        )
+        return self.brokers[name]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+    stores = {name: tmp_path / name for name in ("broker-a", "broker-b")}
+    brokers = {name: start_broker(namesrv.address, name, store) for name, store in stores.items()}
+    yield Cluster(namesrv, brokers, stores)
+    for process in brokers.values():
+        process.kill()
+    assert namesrv.stop() == 0
+
+
+async def create_topic(admin: AdminClient, topic: str, queues_per_broker: int) -> None:
+    """Create ``topic`` on both brokers and wait until the name server routes all of it."""
+    await admin.create_topic(topic, queues=queues_per_broker)
+
+    async def routed() -> bool:
+        route = await admin.route(topic)
+        return route is not None and len(route.read_queues) == 2 * queues_per_broker
+
+    await eventually(routed, what=f"route of {topic}")
+
+
+@dataclass
+class Collector:
+    """A concurrent listener recording what it received (producer ids, in arrival order)."""
+
+    received: list[str] = field(default_factory=list)
+    messages: list[StoredMessage] = field(default_factory=list)
+
+    async def __call__(
+        self, messages: list[StoredMessage], context: ConcurrentContext
+    ) -> ConsumeStatus:
+        for message in messages:
+            assert message.uniq_key is not None
+            self.received.append(message.uniq_key)
+            self.messages.append(message)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def counts(self) -> Counter[str]:
+        return Counter(self.received)
+
+
+async def send_all(
+    producer: Producer, messages: Iterable[Message], parallel: int = 64
+) -> list[SendResult]:
+    """Send concurrently (a Sync-flush broker commits concurrent sends together)."""
+    pending = list(messages)
+    results: list[SendResult] = []
+    for start in range(0, len(pending), parallel):
+        chunk = pending[start : start + parallel]
+        results.extend(await asyncio.gather(*(producer.send(m) for m in chunk)))
+    return results
+
+
+async def settled(consumers: list[PushConsumer], total_queues: int, timeout_s: float = 20) -> None:
+    """Wait until the consumers' assignments are disjoint and cover ``total_queues``."""
+
+    async def probe() -> bool:
+        sets = [c.assigned for c in consumers]
+        union = frozenset().union(*sets)
+        return (
+            len(union) == total_queues and sum(len(s) for s in sets) == total_queues and all(sets)
+        )
+
+    await eventually(probe, timeout_s, what="rebalance settled")
