@@ -47,6 +47,17 @@ class Cluster:
     def name_servers(self) -> list[str]:
         return [self.namesrv.address]
 
+    def wait_registered(self, timeout_s: float = 20.0) -> None:
+        """Block until every broker has registered with the name server (a broker listens
+        before its store has recovered and before it has registered)."""
+
+        async def probe() -> bool:
+            async with AdminClient(self.name_servers) as admin:
+                registered = {b.name: b.master for b in await admin.brokers()}
+            return all(registered.get(n) == p.address for n, p in self.brokers.items())
+
+        asyncio.run(eventually(probe, timeout_s, what="brokers registered"))
+
     def restart(self, name: str) -> ServerProcess:
         """SIGKILL broker ``name`` and start it again on the same address and store."""
         old = self.brokers[name]
@@ -62,7 +73,9 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
     stores = {name: tmp_path / name for name in ("broker-a", "broker-b")}
     brokers = {name: start_broker(namesrv.address, name, store) for name, store in stores.items()}
-    yield Cluster(namesrv, brokers, stores)
+    started = Cluster(namesrv, brokers, stores)
+    started.wait_registered()
+    yield started
     for process in brokers.values():
         process.kill()
     assert namesrv.stop() == 0

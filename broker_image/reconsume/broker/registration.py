@@ -78,7 +78,8 @@ class Registrar:
             if not self.registrations:
                 wait_s, retry_s = min(retry_s, self.interval_s), retry_s * 2
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait_s)
+                async with asyncio.timeout(wait_s):
+                    await self._changed.wait()
 
     def body(self) -> bytes:
         """RocketMQ's ``RegisterBrokerBody`` as JSON."""

@@ -17,7 +17,7 @@ from typing import Any
 from reconsume.client.routes import MessageQueue
 from reconsume.message import properties as props
 from reconsume.message.model import StoredMessage
-from reconsume.message.names import is_retry_topic
+from reconsume.message.names import retry_topic
 
 
 class ConsumeStatus(enum.Enum):
@@ -79,7 +79,7 @@ def restore_retry_topic(message: StoredMessage, group: str) -> StoredMessage:
     """A message pulled from ``%RETRY%<group>`` as its listener expects it: under the topic it
     was first sent to (RETRY_TOPIC), as RocketMQ's ``resetRetryAndNamespace`` does."""
     original = message.properties.get(props.RETRY_TOPIC)
-    if original is not None and is_retry_topic(message.topic) and original != message.topic:
+    if original and message.topic == retry_topic(group) and original != message.topic:
         return replace(message, topic=original)
     return message
 

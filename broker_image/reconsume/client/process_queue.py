@@ -72,8 +72,11 @@ class ProcessQueue:
 
     async def wait_quiet(self, timeout_s: float) -> bool:
         """Wait until no batch of this queue is in the listener; False on timeout."""
+        if self._running == 0:
+            return True
         try:
-            await asyncio.wait_for(self._quiet.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._quiet.wait()
         except TimeoutError:
             return False
         return True

@@ -345,13 +345,14 @@ class PushConsumer:
 
     # ------------------------------------------------------------------ rebalance
     async def _rebalance_loop(self) -> None:
-        while True:
+        while not self._stopping:
             incomplete = False
+            delay_s = 1.0 if self._incomplete else self._rebalance_interval_s
+            # asyncio.timeout, not wait_for: a wait_for over an Event can swallow the
+            # cancellation shutdown sends (CPython 3.11), leaving this loop running.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._rebalance_now.wait(),
-                    1.0 if self._incomplete else self._rebalance_interval_s,
-                )
+                async with asyncio.timeout(delay_s):
+                    await self._rebalance_now.wait()
             self._rebalance_now.clear()
             try:
                 await self._rebalance()

@@ -94,7 +94,8 @@ class SendBack:
     def fallback_message(self, message: StoredMessage) -> Message:
         """The message sent to ``%RETRY%<group>`` when send-back is not possible."""
         properties = dict(message.properties)
-        properties.setdefault(props.ORIGIN_MESSAGE_ID, message.uniq_key or message.msg_id)
+        if not properties.get(props.ORIGIN_MESSAGE_ID):
+            properties[props.ORIGIN_MESSAGE_ID] = message.uniq_key or message.msg_id
         properties.setdefault(props.RETRY_TOPIC, message.topic)
         properties[props.RECONSUME_TIME] = str(message.reconsume_times + 1)
         properties[props.MAX_RECONSUME_TIMES] = str(self._max)
