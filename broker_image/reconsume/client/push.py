@@ -297,7 +297,7 @@ class PushConsumer:
                 await asyncio.sleep(interval_s)
                 try:
                     await action()
-                except RemotingError as exc:
+                except ReconsumeError as exc:  # remoting and malformed answers alike
                     log.warning("%s failed: %s", action.__name__, exc)
 
         self._tasks.append(asyncio.ensure_future(loop()))
@@ -356,7 +356,7 @@ class PushConsumer:
             self._rebalance_now.clear()
             try:
                 await self._rebalance()
-            except RemotingError as exc:
+            except ReconsumeError as exc:
                 log.warning("rebalance of %s failed: %s", self.group, exc)
                 incomplete = True
             self._incomplete = self._incomplete or incomplete
