@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,13 +27,22 @@ commit_log_segment_bytes = 67108864
 
 
 def start_broker(
-    namesrv: str, name: str, store: Path, *, listen: str = "127.0.0.1:0", cluster: str = "test"
+    namesrv: str,
+    name: str,
+    store: Path,
+    *,
+    listen: str = "127.0.0.1:0",
+    cluster: str = "test",
+    extra: Sequence[str] = (),
+    config: str = SMALL_SEGMENTS,
 ) -> ServerProcess:
-    config = store.with_name(f"{store.name}.toml")
-    config.write_text(SMALL_SEGMENTS)
+    """A Sync-flush broker; ``extra`` flags are appended, ``config`` is its TOML file."""
+    config_file = store.with_name(f"{store.name}.toml")
+    config_file.write_text(config)
     return start_server(
         "broker", "--listen", listen, "--namesrv", namesrv, "--store-dir", str(store),
-        "--broker-name", name, "--cluster", cluster, "--flush", "Sync", "--config", str(config),
+        "--broker-name", name, "--cluster", cluster, "--flush", "Sync",
+        "--config", str(config_file), *extra,
     )  # fmt: skip
 
 
@@ -42,10 +51,19 @@ class Cluster:
     namesrv: ServerProcess
     brokers: dict[str, ServerProcess]
     stores: dict[str, Path]
+    extra: Sequence[str] = ()
+    """Flags every broker was started with (a restart uses them again)."""
+    config: str = SMALL_SEGMENTS
 
     @property
     def name_servers(self) -> list[str]:
         return [self.namesrv.address]
+
+    def kill(self) -> None:
+        """SIGKILL the brokers, stop the name server."""
+        for process in self.brokers.values():
+            process.kill()
+        assert self.namesrv.stop() == 0
 
     def wait_registered(self, timeout_s: float = 20.0) -> None:
         """Block until every broker has registered with the name server (a broker listens
@@ -63,22 +81,44 @@ class Cluster:
         old = self.brokers[name]
         old.kill()
         self.brokers[name] = start_broker(
-            self.namesrv.address, name, self.stores[name], listen=old.address
+            self.namesrv.address,
+            name,
+            self.stores[name],
+            listen=old.address,
+            extra=self.extra,
+            config=self.config,
         )
         return self.brokers[name]
 
 
+def start_cluster(
+    root: Path,
+    brokers: Sequence[str] = ("broker-a", "broker-b"),
+    *,
+    extra: Sequence[str] = (),
+    config: str = SMALL_SEGMENTS,
+) -> Cluster:
+    """A name server and ``brokers``, each started with ``extra`` flags, all registered."""
+    namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+    stores = {name: root / name for name in brokers}
+    started = Cluster(namesrv, {}, stores, extra, config)
+    try:
+        for name, store in stores.items():
+            started.brokers[name] = start_broker(
+                namesrv.address, name, store, extra=extra, config=config
+            )
+        started.wait_registered()
+    except BaseException:
+        started.kill()
+        raise
+    return started
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
-    stores = {name: tmp_path / name for name in ("broker-a", "broker-b")}
-    brokers = {name: start_broker(namesrv.address, name, store) for name, store in stores.items()}
-    started = Cluster(namesrv, brokers, stores)
-    started.wait_registered()
+    started = start_cluster(tmp_path)
     yield started
-    for process in brokers.values():
-        process.kill()
-    assert namesrv.stop() == 0
+    started.kill()
 
 
 async def create_topic(admin: AdminClient, topic: str, queues_per_broker: int) -> None:

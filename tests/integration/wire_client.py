@@ -14,6 +14,7 @@ from reconsume.message.batch import BatchItem, encode_batch
 from reconsume.message.names import DEFAULT_TOPIC
 from reconsume.message.properties import encode_properties
 from reconsume.wire.broker_headers import (
+    ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
@@ -188,6 +189,26 @@ class BrokerClient:
         request = self.pull_request(group, topic, queue_id, offset, **kwargs)
         timeout_s = kwargs.get("suspend_ms", 0) / 1000 + 5
         return await self.remoting.invoke(addr, request, timeout_s)
+
+    async def send_back(
+        self,
+        addr: str,
+        group: str,
+        offset: int,
+        *,
+        delay_level: int = 0,
+        max_reconsume_times: int | None = None,
+        origin_topic: str | None = None,
+    ) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK of the message at commit-log ``offset``."""
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=offset,
+            group=group,
+            delay_level=delay_level,
+            origin_topic=origin_topic,
+            max_reconsume_times=max_reconsume_times,
+        )
+        return await self.invoke(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
 
     # ------------------------------------------------------------------ offsets
     async def query_offset(

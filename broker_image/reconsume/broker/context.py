@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from reconsume.broker.consumers import ConsumerRegistry
@@ -19,6 +19,10 @@ from reconsume.broker.locks import LockTable
 from reconsume.broker.longpoll import PullWaiters
 from reconsume.broker.settings import BrokerSettings
 from reconsume.broker.stats import BrokerStats
+from reconsume.engine.delays import DelayLevels
+from reconsume.engine.retry import DeadLetterReason
+from reconsume.engine.retry_message import mark_dead_letter, origin_message_id, origin_topic
+from reconsume.engine.schedule import ScheduleService
 from reconsume.message.address import HostAddress
 from reconsume.message.configs import (
     PERM_INHERIT,
@@ -26,8 +30,8 @@ from reconsume.message.configs import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
-from reconsume.message.names import DEFAULT_TOPIC
-from reconsume.store import MessageStore
+from reconsume.message.names import DEFAULT_TOPIC, SCHEDULE_TOPIC, group_of
+from reconsume.store import MessageStore, PutRequest, PutResult
 from reconsume.store.requests import TagsCode, default_tags_code
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,7 @@ class BrokerContext:
         store_host: HostAddress,
         on_topics_changed: Callable[[], None],
         tags_code: TagsCode = default_tags_code,
+        delays: DelayLevels | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -50,6 +55,10 @@ class BrokerContext:
         self.address = str(store_host)
         self.tags_code = tags_code
         """The store's tag-code hook: long polling matches new messages with it."""
+        self.delays = delays or DelayLevels.parse(settings.delay_levels)
+        """The delay levels (``--delay-levels``)."""
+        self.schedule: ScheduleService | None = None
+        """Delivers delayed messages when due; set once started."""
         self.consumers = ConsumerRegistry(self._notify_enabled)
         self.waiters = PullWaiters()
         self.locks = LockTable()
@@ -164,6 +173,47 @@ class BrokerContext:
             self.store.groups.put(name, config)
             log.info("subscription group %s created with defaults", name)
         return config
+
+    # ------------------------------------------------------------------ writes
+    @property
+    def writable(self) -> bool:
+        """Whether the broker takes messages: reconsume has no broker-permission setting, so
+        only a store turned read-only (a failed flush) makes it unwritable."""
+        return self.store.durability.failure is None
+
+    def append(self, request: PutRequest) -> PutResult:
+        """Append a message the broker makes itself (a send-back, a due delayed message) and
+        wake what waits for it; raises what :meth:`MessageStore.append` raises."""
+        result = self.store.append(request)
+        topic, queue_id = request.topic, request.queue_id
+        if topic == SCHEDULE_TOPIC:
+            self.schedule_appended(queue_id)
+        else:
+            self.waiters.notify(
+                topic,
+                queue_id,
+                result.queue_offset + 1,
+                (self.tags_code(topic, request.properties, 0),),
+            )
+        return result
+
+    def schedule_appended(self, queue_id: int) -> None:
+        """A delayed message was stored in schedule queue ``queue_id``."""
+        if self.schedule is not None:
+            self.schedule.wake(queue_id)
+
+    def dead_letter_sent(self, properties: MutableMapping[str, str], sent_topic: str) -> None:
+        """A send to ``%RETRY%<group>`` past the group's maximum reconsume times becomes a dead
+        letter: mark it as a send-back's dead letter is marked, and count it."""
+        origin = origin_topic(properties, sent_topic)
+        mark_dead_letter(
+            properties,
+            origin_topic=origin,
+            origin_message_id=origin_message_id(properties, ""),
+            reason=DeadLetterReason.MAX_RECONSUME_TIMES,
+            now_ms=time.time_ns() // 1_000_000,
+        )
+        self.stats.dead_lettered(group_of(sent_topic) or sent_topic, origin)
 
     def _notify_enabled(self, group: str) -> bool:
         config = self.store.groups.get(group)

@@ -48,6 +48,10 @@ class PullWaiters:
             if not held:
                 del self._held[key]
 
+    def holding(self, topic: str, queue_id: int) -> bool:
+        """Whether any pull of (topic, queue) is held."""
+        return (topic, queue_id) in self._held
+
     def notify(self, topic: str, queue_id: int, max_offset: int, tag_codes: Iterable[int]) -> int:
         """Wake the pulls of (topic, queue) that messages with ``tag_codes`` satisfy, now that
         the queue's max offset is ``max_offset``; returns how many were woken."""

@@ -16,12 +16,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from reconsume import __version__
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.health import Readiness
+from reconsume.broker.retry_metrics import retry_metrics
 
 PREFIX = "reconsume_"
 
@@ -56,7 +57,7 @@ class BrokerCollector(Collector):
         self.source = source
         self.max_queue_series = max_queue_series
 
-    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterable[Metric]:
         source = self.source
         build = _gauge("build_info", "The running reconsume version (value 1).", None, ["version"])
         build.add_metric([__version__], 1)
@@ -79,6 +80,7 @@ class BrokerCollector(Collector):
             yield from self._traffic(context)
             yield from self._store(context)
             yield from self._clients(context)
+            yield from retry_metrics(context)
 
     def _traffic(self, context: BrokerContext) -> Iterable[CounterMetricFamily]:
         stats = context.stats

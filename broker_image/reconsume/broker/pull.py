@@ -12,9 +12,11 @@ group, once, when the pull first arrives.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from reconsume.broker.consumers import Subscription, parse_subscription
 from reconsume.broker.context import BrokerContext
+from reconsume.broker.longpoll import HeldPull
 from reconsume.message.configs import is_readable
 from reconsume.store import GetStatus
 from reconsume.store.tables import consumer_offset_key
@@ -48,21 +50,15 @@ class PullProcessor:
     def __init__(self, context: BrokerContext) -> None:
         self.context = context
 
-    async def pull(
+    def pull(
         self, request: RemotingCommand, connection: Connection
-    ) -> RemotingCommand | None:
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        """The response, at once unless the pull is held (then an awaitable of it; None when
+        the consumer left meanwhile): no task per pull that finds messages."""
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
-        response = await self._pull(request, header, connection)
-        if response is not None:
-            self.context.stats.pulled(response.code)
-        return response
-
-    async def _pull(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, connection: Connection
-    ) -> RemotingCommand | None:
         checked = self._check(request, header)
         if isinstance(checked, RemotingCommand):
-            return checked
+            return self._counted(checked)
         response = self._read(request, header, checked)
         if header.sys_flag & FLAG_COMMIT_OFFSET:
             self.context.store.consumer_offsets.set(
@@ -71,10 +67,26 @@ class PullProcessor:
                 header.commit_offset,
             )
         if response.code != ResponseCode.PULL_NOT_FOUND or not header.sys_flag & FLAG_SUSPEND:
-            return response
+            return self._counted(response)
+        # Held now, not when the task awaiting the answer first runs: a send handled in
+        # between must find this pull to wake it.
         held = self.context.waiters.hold(
             header.topic, header.queue_id, header.queue_offset, checked.tag_codes
         )
+        return self._held(request, header, held, connection)
+
+    def _counted(self, response: RemotingCommand) -> RemotingCommand:
+        self.context.stats.pulled(response.code)
+        return response
+
+    async def _held(
+        self,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        held: HeldPull,
+        connection: Connection,
+    ) -> RemotingCommand | None:
+        """Wait for a message (or the suspend timeout), then answer the pull again."""
         try:
             await asyncio.wait(
                 (held.woken, connection.closed),
@@ -88,8 +100,8 @@ class PullProcessor:
         # As RocketMQ does on wake-up: process the request again, this time without holding.
         checked = self._check(request, header)
         if isinstance(checked, RemotingCommand):
-            return checked
-        return self._read(request, header, checked)
+            return self._counted(checked)
+        return self._counted(self._read(request, header, checked))
 
     def _check(
         self, request: RemotingCommand, header: PullMessageRequestHeader

@@ -2,9 +2,11 @@
 
 Checks, in RocketMQ's order: topic name, topics nobody may send to, the topic (created from
 its template when unknown and allowed), the queue id; then a send to ``%RETRY%<group>`` whose
-``reconsumeTimes`` reached the group's maximum goes to ``%DLQ%<group>``. The message is
-appended to the store, held pulls of its queue are woken, and under Sync flush the answer
-waits (without blocking the event loop) for the fsync that covers it.
+``reconsumeTimes`` reached the group's maximum goes to ``%DLQ%<group>`` (marked as a
+dead letter). A message with a delay level is stored in the schedule topic
+(:func:`~reconsume.engine.scheduled.to_schedule`). The message is appended to the store,
+held pulls of its queue (or the schedule worker of its level) are woken, and under Sync
+flush the answer waits (without blocking the event loop) for the fsync that covers it.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 from reconsume.broker.context import BrokerContext
+from reconsume.engine.scheduled import to_schedule
 from reconsume.errors import InvalidArgumentError, StoreError
 from reconsume.message import properties as props
 from reconsume.message.address import HostAddress
@@ -54,6 +57,8 @@ _NOT_SENDABLE = frozenset(
     }
 )
 _UNKNOWN_HOST = HostAddress(b"\x00\x00\x00\x00", 0)
+_BORN_HOST = "send.born_host"
+"""Connection attribute: the peer's address as records store it."""
 
 
 class _Refused(Exception):
@@ -65,19 +70,28 @@ class _Refused(Exception):
         self.remark = remark
 
 
-def parse_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
-    """The V1 header of any send request (V2 and batch requests use one-letter names)."""
+SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
+"""The header of a send: V2 is V1 under one-letter wire names, with the same attributes, so
+the processor reads either as it came (no V2 → V1 copy per message)."""
+
+
+def parse_send_header(request: RemotingCommand) -> SendHeader:
+    """The header of any send request (V2 and batch requests use one-letter names)."""
     ext = request.ext_fields
     if request.code == RequestCode.SEND_MESSAGE or ("b" not in ext and "topic" in ext):
         return SendMessageRequestHeader.from_ext_fields(ext)
-    return SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+    return SendMessageRequestHeaderV2.from_ext_fields(ext)
 
 
 class SendProcessor:
     def __init__(self, context: BrokerContext) -> None:
         self.context = context
 
-    async def send(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
+    def send(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """The response; under Sync flush an awaitable of it (answered after the fsync).
+        Under Async flush the answer is made at once: no task per send."""
         header = parse_send_header(request)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
         try:
@@ -85,10 +99,10 @@ class SendProcessor:
             requests = self._build(header, request.body, topic, queue_id, config, connection, batch)
         except _Refused as refused:
             return _respond(request, refused.code, refused.remark)
-        return await self._store(request, requests, queue_id)
+        return self._store(request, requests, queue_id)
 
     # ------------------------------------------------------------------ checks
-    def _check(self, header: SendMessageRequestHeader) -> tuple[str, int, TopicConfig]:
+    def _check(self, header: SendHeader) -> tuple[str, int, TopicConfig]:
         topic = header.topic
         try:
             validate_topic(topic)
@@ -127,7 +141,7 @@ class SendProcessor:
         return topic, queue_id, config
 
     def _retry_or_dead_letter(
-        self, header: SendMessageRequestHeader, topic: str, queue_id: int, config: TopicConfig
+        self, header: SendHeader, topic: str, queue_id: int, config: TopicConfig
     ) -> tuple[str, int, TopicConfig]:
         """``handleRetryAndDLQ``: a retry message past its group's maximum reconsume times is
         a dead letter."""
@@ -149,7 +163,7 @@ class SendProcessor:
     # ------------------------------------------------------------------ building
     def _build(
         self,
-        header: SendMessageRequestHeader,
+        header: SendHeader,
         body: bytes,
         topic: str,
         queue_id: int,
@@ -168,7 +182,10 @@ class SendProcessor:
             )
         properties[props.CLUSTER] = self.context.settings.cluster_name
         if topic != header.topic:  # a dead letter: delivered as is, never delayed
-            properties[props.DELAY_TIME_LEVEL] = "0"
+            self.context.dead_letter_sent(properties, header.topic)
+        elif not batch and props.DELAY_TIME_LEVEL in properties:
+            # A delayed message waits in the schedule topic (the response keeps its queue).
+            topic, queue_id = to_schedule(properties, topic, queue_id, self.context.delays)
         encoded = props.encode_properties(properties)
         max_bytes = self.context.store.settings.max_message_bytes
         if len(body) > max_bytes:
@@ -206,9 +223,9 @@ class SendProcessor:
         ]
 
     # ------------------------------------------------------------------ storing
-    async def _store(
+    def _store(
         self, request: RemotingCommand, requests: Sequence[PutRequest], queue_id: int
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         store = self.context.store
         try:
             if len(requests) == 1:
@@ -220,16 +237,31 @@ class SendProcessor:
         except StoreError as exc:
             return _respond(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(exc))
         topic = requests[0].topic
-        self.context.stats.stored(topic, len(requests), sum(len(r.body) for r in requests))
-        self.context.waiters.notify(
-            topic,
-            queue_id,
-            store.max_offset(topic, queue_id),
-            {self.context.tags_code(topic, r.properties, 0) for r in requests},
-        )
-        code: int = ResponseCode.SUCCESS
+        context = self.context
+        context.stats.stored(topic, len(requests), sum(len(r.body) for r in requests))
+        waiters = context.waiters
+        if waiters.holding(topic, queue_id):  # tag codes only when a held pull may want them
+            waiters.notify(
+                topic,
+                queue_id,
+                store.max_offset(topic, queue_id),
+                {context.tags_code(topic, r.properties, 0) for r in requests},
+            )
+        if topic == SCHEDULE_TOPIC:
+            context.schedule_appended(requests[0].queue_id)
         if store.settings.flush_mode is FlushMode.SYNC:
-            code = await self._wait_durable(results[-1])
+            return self._answer_when_durable(request, results, queue_id)
+        return self._answer(request, results, queue_id, ResponseCode.SUCCESS)
+
+    async def _answer_when_durable(
+        self, request: RemotingCommand, results: Sequence[PutResult], queue_id: int
+    ) -> RemotingCommand:
+        code = await self._wait_durable(results[-1])
+        return self._answer(request, results, queue_id, code)
+
+    def _answer(
+        self, request: RemotingCommand, results: Sequence[PutResult], queue_id: int, code: int
+    ) -> RemotingCommand:
         ids = ",".join(offset_msg_id(self.context.store_host, r.commit_log_offset) for r in results)
         header = SendMessageResponseHeader(
             msg_id=ids, queue_id=queue_id, queue_offset=results[0].queue_offset
@@ -256,10 +288,15 @@ class SendProcessor:
 
 
 def _born_host(connection: Connection) -> bytes:
-    try:
-        return HostAddress.parse(connection.peer).packed()
-    except InvalidArgumentError:
-        return _UNKNOWN_HOST.packed()
+    """The peer's packed address, parsed once per connection."""
+    packed: bytes | None = connection.attributes.get(_BORN_HOST)
+    if packed is None:
+        try:
+            packed = HostAddress.parse(connection.peer).packed()
+        except InvalidArgumentError:
+            packed = _UNKNOWN_HOST.packed()
+        connection.attributes[_BORN_HOST] = packed
+    return packed
 
 
 def _respond(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:

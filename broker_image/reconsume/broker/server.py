@@ -1,14 +1,16 @@
 """The broker: a remoting server over one message store, registered with the name servers.
 
-Request handlers live in their own modules (send, pull, offsets, clients, admin); this module
-wires them to request codes, starts and stops the parts in order, serves the HTTP endpoint
-(``/metrics``, ``/healthz``, ``/readyz``) and runs the housekeeping RocketMQ's
+Request handlers live in their own modules (send, send-back, pull, offsets, clients, admin);
+this module wires them to request codes, starts and stops the parts in order, serves the HTTP
+endpoint (``/metrics``, ``/healthz``, ``/readyz``) and runs the housekeeping RocketMQ's
 ``ClientHousekeepingService`` does (closing clients silent for two minutes).
 
 Start: HTTP endpoint, remoting port bound (not yet serving), store opened and recovered in a
-worker thread (so ``/healthz`` answers during a long recovery), handlers, remoting serving,
-registration. Stop: not ready at once, stop accepting, unregister, close client connections,
-flush and close the store, stop the HTTP endpoint.
+worker thread (so ``/healthz`` answers during a long recovery) with the schedule's due-time
+tag codes, handlers, the schedule service (which first finds what a crash left it to deliver
+again), remoting serving, registration. Stop: not ready at once, stop accepting, unregister,
+close client connections, stop the schedule service (its offsets persisted), flush and close
+the store, stop the HTTP endpoint.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ from reconsume.broker.offsets import OffsetProcessor
 from reconsume.broker.pull import PullProcessor
 from reconsume.broker.registration import Registrar
 from reconsume.broker.send import SendProcessor
+from reconsume.broker.send_back import SendBackProcessor
 from reconsume.broker.settings import BrokerSettings
+from reconsume.engine.delays import DelayLevels
+from reconsume.engine.schedule import ScheduleService
+from reconsume.engine.schedule_state import ScheduleSettings
+from reconsume.engine.scheduled import schedule_tags_code
 from reconsume.errors import InvalidArgumentError, ReconsumeError
 from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore
@@ -72,7 +79,7 @@ def guarded(handler: Handler) -> Handler:
             result = handler(request, connection)
         except InvalidArgumentError as exc:
             return _bad_request(request, exc)
-        if inspect.isawaitable(result):
+        if not isinstance(result, RemotingCommand) and inspect.isawaitable(result):
             return finish(request, result)
         return result
 
@@ -98,6 +105,7 @@ class Broker:
         self._http: HttpEndpoint | None = None
         self._store: MessageStore | None = None
         self._context: BrokerContext | None = None
+        self._schedule: ScheduleService | None = None
         self._registrar: Registrar | None = None
         self._registrations: Mapping[str, Sequence[int]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
@@ -169,12 +177,18 @@ class Broker:
 
         port = await _listen("listen", settings.listen_host, settings.listen_port, bind)
         store_host = settings.advertised(port)
+        delays = DelayLevels.parse(settings.delay_levels)
+        tags_code = schedule_tags_code(delays)  # schedule-topic entries carry their due time
         try:
             # Opened after binding: with port 0 the store host (in every record and offset
             # message id) must carry the port actually bound. The port serves no request
             # before the handlers below exist (start_serving=False until then).
             store = await asyncio.to_thread(
-                MessageStore, settings.store_dir, settings.store_settings(), store_host=store_host
+                MessageStore,
+                settings.store_dir,
+                settings.store_settings(),
+                store_host=store_host,
+                tags_code=tags_code,
             )
         except BaseException:
             await self.server.stop()
@@ -192,9 +206,19 @@ class Broker:
         )
         self._registrar = registrar
         self._registrations = registrar.results
-        context = BrokerContext(settings, store, store_host, registrar.topics_changed)
+        context = BrokerContext(
+            settings, store, store_host, registrar.topics_changed, tags_code, delays
+        )
         context.prepare_default_topic()
         self._register_handlers(context)
+        schedule = ScheduleService(
+            store,
+            delays,
+            context.append,
+            ScheduleSettings(persist_interval_ms=settings.offset_persist_interval_ms),
+        )
+        await schedule.start()
+        context.schedule = self._schedule = schedule
         self.server.on_disconnect.append(context.consumers.connection_closed)
         await self.server.start_serving()
         self._context = context
@@ -224,6 +248,7 @@ class Broker:
 
     def _register_handlers(self, context: BrokerContext) -> None:
         send = SendProcessor(context)
+        send_back = SendBackProcessor(context)
         pull = PullProcessor(context)
         offsets = OffsetProcessor(context)
         clients = ClientProcessor(context)
@@ -232,6 +257,7 @@ class Broker:
             RequestCode.SEND_MESSAGE: send.send,
             RequestCode.SEND_MESSAGE_V2: send.send,
             RequestCode.SEND_BATCH_MESSAGE: send.send,
+            RequestCode.CONSUMER_SEND_MSG_BACK: send_back.send_back,
             RequestCode.PULL_MESSAGE: pull.pull,
             RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
             RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
@@ -279,6 +305,9 @@ class Broker:
             await self._registrar.close()
             self._registrar = None
         await self.server.stop()
+        if self._schedule is not None:
+            await self._schedule.stop()
+            self._schedule = None
         self._context = None  # scrapes from here on leave out the closing store
         if self._store is not None:
             self._store.close()

@@ -22,7 +22,15 @@ PULL_REFUSED = "refused"
 class BrokerStats:
     """Totals since the broker started."""
 
-    __slots__ = ("bytes_in", "messages_in", "messages_out", "pulls")
+    __slots__ = (
+        "bytes_in",
+        "dead_letters",
+        "messages_in",
+        "messages_out",
+        "pulls",
+        "retries_dropped",
+        "send_backs",
+    )
 
     def __init__(self) -> None:
         self.messages_in: dict[str, int] = {}
@@ -33,6 +41,13 @@ class BrokerStats:
         """Messages returned by pulls, per (topic, consumer group)."""
         self.pulls: dict[str, int] = {}
         """Answered pull requests, per result (see :func:`pull_result`)."""
+        self.send_backs: dict[tuple[str, str], int] = {}
+        """Messages stored by CONSUMER_SEND_MSG_BACK (retries and dead letters), per
+        (consumer group, origin topic)."""
+        self.dead_letters: dict[tuple[str, str], int] = {}
+        """Messages stored in ``%DLQ%<group>``, per (consumer group, origin topic)."""
+        self.retries_dropped: dict[str, int] = {}
+        """Send-backs of groups with ``retryQueueNums`` 0, acknowledged and dropped."""
 
     def stored(self, topic: str, messages: int, body_bytes: int) -> None:
         self.messages_in[topic] = self.messages_in.get(topic, 0) + messages
@@ -47,6 +62,19 @@ class BrokerStats:
         """A pull answered SUCCESS with ``messages`` messages."""
         key = (topic, group)
         self.messages_out[key] = self.messages_out.get(key, 0) + messages
+
+    def sent_back(self, group: str, origin_topic: str) -> None:
+        """A send-back of ``group``'s message first sent to ``origin_topic`` was stored."""
+        key = (group, origin_topic)
+        self.send_backs[key] = self.send_backs.get(key, 0) + 1
+
+    def dead_lettered(self, group: str, origin_topic: str) -> None:
+        """A message of ``group`` first sent to ``origin_topic`` became a dead letter."""
+        key = (group, origin_topic)
+        self.dead_letters[key] = self.dead_letters.get(key, 0) + 1
+
+    def retry_dropped(self, group: str) -> None:
+        self.retries_dropped[group] = self.retries_dropped.get(group, 0) + 1
 
 
 def pull_result(code: int) -> str:

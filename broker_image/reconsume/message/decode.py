@@ -37,7 +37,31 @@ from reconsume.message.properties import decode_properties
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_I8 = struct.Struct(">b")
+_PREFIX = struct.Struct(">ii")
 _PROPS_LEN = struct.Struct(">h")
+_V6_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
+_HEADS = {
+    bits: HEAD_LAYOUTS[
+        (host_length(bits, sysflag.BORNHOST_V6), host_length(bits, sysflag.STOREHOST_V6))
+    ]
+    for bits in (0, sysflag.BORNHOST_V6, sysflag.STOREHOST_V6, _V6_BITS)
+}
+"""sysFlag's two v6 bits -> the head layout through bodyLength (one lookup per record)."""
+_HOSTS: dict[bytes, HostAddress] = {}
+"""Packed host -> HostAddress: the few born and store hosts of a pull recur in every record
+(HostAddress is immutable, so records share them)."""
+_HOSTS_MAX = 4096
+
+
+def _host(packed: bytes) -> HostAddress:
+    host = _HOSTS.get(packed)
+    if host is None:
+        host = HostAddress.unpack(packed)
+        if len(_HOSTS) >= _HOSTS_MAX:
+            _HOSTS.clear()
+        _HOSTS[packed] = host
+    return host
 
 
 def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool = True) -> int:
@@ -49,13 +73,10 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
     avail = limit - pos
     if avail < PREFIX_SIZE:
         raise TruncatedRecordError(f"record at {pos}: {avail} bytes, a header needs {PREFIX_SIZE}")
-    total, magic = struct.unpack_from(">ii", buf, pos)
+    total, magic = _PREFIX.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
         raise BadMagicError(f"record at {pos}: magic {magic:#x} is not a message record's")
-    sys_flag = _I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0]
-    head = HEAD_LAYOUTS[
-        (host_length(sys_flag, sysflag.BORNHOST_V6), host_length(sys_flag, sysflag.STOREHOST_V6))
-    ]
+    head = _HEADS[_I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0] & _V6_BITS]
     if total > avail:
         raise TruncatedRecordError(
             f"record at {pos}: totalSize {total} but only {avail} bytes follow"
@@ -67,7 +88,7 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
     topic_at = body_at + body_len
     if body_len < 0 or topic_at + 1 > pos + total:
         raise RecordLengthError(f"record at {pos}: body length {body_len} overruns totalSize")
-    topic_len = struct.unpack_from(">b", buf, topic_at)[0]
+    topic_len = _I8.unpack_from(buf, topic_at)[0]
     props_len_at = topic_at + 1 + topic_len
     if topic_len < 0 or props_len_at + 2 > pos + total:
         raise RecordLengthError(f"record at {pos}: topic length {topic_len} overruns totalSize")
@@ -88,10 +109,7 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
 def decode_record(buf: ReadableBuffer, pos: int = 0, *, verify_crc: bool = False) -> StoredMessage:
     """Decode the record at ``buf[pos:]`` (validated as by :func:`check_record`)."""
     total = check_record(buf, pos, len(buf), verify_crc=verify_crc)
-    sys_flag = _I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0]
-    head = HEAD_LAYOUTS[
-        (host_length(sys_flag, sysflag.BORNHOST_V6), host_length(sys_flag, sysflag.STOREHOST_V6))
-    ]
+    head = _HEADS[_I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0] & _V6_BITS]
     (
         _total,
         _magic,
@@ -100,7 +118,7 @@ def decode_record(buf: ReadableBuffer, pos: int = 0, *, verify_crc: bool = False
         flag,
         queue_offset,
         physical_offset,
-        _sys_flag,
+        sys_flag,
         born_ts,
         born_host,
         store_ts,
@@ -118,8 +136,8 @@ def decode_record(buf: ReadableBuffer, pos: int = 0, *, verify_crc: bool = False
         at += 1 + topic_len
         props_len = _PROPS_LEN.unpack_from(buf, at)[0]
         properties = decode_properties(bytes(buf[at + 2 : at + 2 + props_len]).decode())
-        born = HostAddress.unpack(born_host)
-        store = HostAddress.unpack(store_host)
+        born = _host(born_host)
+        store = _host(store_host)
     except (UnicodeDecodeError, InvalidArgumentError) as exc:
         raise CodecError(f"record at {pos}: {exc}") from exc
     return StoredMessage(
@@ -158,9 +176,7 @@ def peek_routing(buf: ReadableBuffer, pos: int) -> tuple[str, int, int, int, str
     queue_id = _I32.unpack_from(buf, pos + OFF_QUEUE_ID)[0]
     queue_offset = _I64.unpack_from(buf, pos + OFF_QUEUE_OFFSET)[0]
     sys_flag = _I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0]
-    head = HEAD_LAYOUTS[
-        (host_length(sys_flag, sysflag.BORNHOST_V6), host_length(sys_flag, sysflag.STOREHOST_V6))
-    ]
+    head = _HEADS[sys_flag & _V6_BITS]
     store_ts = _I64.unpack_from(buf, pos + store_timestamp_offset(sys_flag))[0]
     at = pos + head.size
     at += _I32.unpack_from(buf, at - 4)[0]

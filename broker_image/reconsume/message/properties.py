@@ -70,8 +70,13 @@ TRANSIENT_PREFIX = "__RMQ.TRANSIENT."
 
 # reconsume's own: when and why a message became a dead letter, and reprocessing marks.
 DLQ_TIME_MS = "RECONSUME_DLQ_TIME"
+"""When the broker dead-lettered the message, in milliseconds since the epoch."""
 DLQ_REASON = "RECONSUME_DLQ_REASON"
+"""Why: ``MAX_RECONSUME_TIMES`` or ``CONSUMER_REQUESTED`` (see reconsume.engine.retry)."""
 REPROCESSED = "RECONSUME_REPROCESSED"
+SCHEDULE_ORIGIN = "RECONSUME_SCHEDULE_OFFSET"
+"""On a message the schedule service delivered: the commit-log offset of the
+SCHEDULE_TOPIC_XXXX record it came from (lets a restart count re-delivered duplicates)."""
 
 KEY_SEPARATOR = " "
 

@@ -104,6 +104,9 @@ class OffsetTable:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        """Serialises :meth:`persist` (the store's flush thread and the schedule service both
+        call it; two writers would share the temp file)."""
         self._table: dict[str, dict[int, int]] = {}
         self._dirty = False
         document = read_json(path)
@@ -145,16 +148,27 @@ class OffsetTable:
             return len(doomed)
 
     def persist(self, *, force: bool = False) -> bool:
-        """Write the table if it changed (or ``force``); returns whether it wrote."""
-        with self._lock:
-            if not (self._dirty or force):
-                return False
-            snapshot = {key: dict(queues) for key, queues in self._table.items()}
-            self._dirty = False
-        write_json(
-            self.path,
-            {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in snapshot.items()}},
-        )
+        """Write the table if it changed (or ``force``); returns whether it wrote. Writes are
+        serialised and each writes a snapshot at least as new as the previous one."""
+        with self._write_lock:
+            with self._lock:
+                if not (self._dirty or force):
+                    return False
+                snapshot = {key: dict(queues) for key, queues in self._table.items()}
+                self._dirty = False
+            try:
+                write_json(
+                    self.path,
+                    {
+                        "offsetTable": {
+                            k: {str(q): o for q, o in v.items()} for k, v in snapshot.items()
+                        }
+                    },
+                )
+            except BaseException:
+                with self._lock:
+                    self._dirty = True  # written next time
+                raise
         return True
 
 

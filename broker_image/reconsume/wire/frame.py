@@ -29,6 +29,8 @@ _BIN_FIXED = struct.Struct(">hbhii")
 _I16 = struct.Struct(">h")
 _LANG_BY_NAME = {lang.name: int(lang) for lang in LanguageCode}
 _LANG_NAMES = {int(lang): lang.name for lang in LanguageCode}
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every header: ``json.dumps`` with options builds a new one per call."""
 
 
 # ---------------------------------------------------------------------------- encoding
@@ -44,7 +46,7 @@ def _json_header(cmd: RemotingCommand) -> bytes:
         header["remark"] = cmd.remark
     header["serializeTypeCurrentRPC"] = "JSON"
     header["version"] = cmd.version
-    return json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    return _JSON_ENCODER.encode(header).encode()
 
 
 def _binary_header(cmd: RemotingCommand) -> bytes:
@@ -118,7 +120,10 @@ def _json_command(raw: bytes | memoryview, body: bytes) -> RemotingCommand:
         opaque=_as_int(header.get("opaque", 0), "opaque"),
         flag=_as_int(header.get("flag", 0), "flag"),
         remark=remark,
-        ext_fields={str(k): _ext_value(v) for k, v in ext.items() if v is not None},
+        # JSON object keys are always strings; Java sends every value as one.
+        ext_fields={
+            k: v if type(v) is str else _ext_value(v) for k, v in ext.items() if v is not None
+        },
         body=body,
         language=_as_int(language, "language"),
         version=_as_int(header.get("version", 0), "version"),

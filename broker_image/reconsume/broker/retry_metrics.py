@@ -1,0 +1,153 @@
+"""The retry and schedule engine's metrics (DESIGN §6), read when ``/metrics`` is scraped.
+
+Send-backs, dead letters and dropped retries come from the handlers' counters; depths from
+the consume queues of ``%RETRY%<group>`` and ``%DLQ%<group>`` and the groups' committed
+offsets; the schedule series from the schedule service's counters and queue offsets.
+
+* ``retry_depth{group}``: retries the group has not consumed yet, summed over the queues of
+  ``%RETRY%<group>``: max offset - the group's committed offset (min offset when it has
+  none). Retries still waiting for their delay are not in it (see ``schedule_pending``).
+* ``dead_letter_depth{group}``: dead letters kept, max offset - min offset of
+  ``%DLQ%<group>``: nobody consumes a DLQ as the group, so what is kept is the backlog.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from reconsume.broker.context import BrokerContext
+from reconsume.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from reconsume.store import MessageStore
+from reconsume.store.tables import consumer_offset_key
+
+PREFIX = "reconsume_"
+
+
+def retry_metrics(context: BrokerContext) -> Iterable[Metric]:
+    yield from _send_backs(context)
+    yield from _depths(context.store)
+    yield from _schedule(context)
+
+
+def _send_backs(context: BrokerContext) -> Iterable[Metric]:
+    stats = context.stats
+    send_backs = CounterMetricFamily(
+        PREFIX + "send_back",
+        "Messages stored by CONSUMER_SEND_MSG_BACK (retries and dead letters), per group and "
+        "the topic the message was first sent to.",
+        labels=["group", "origin_topic"],
+    )
+    for (group, origin), count in sorted(stats.send_backs.items()):
+        send_backs.add_metric([group, origin], count)
+    dead_letters = CounterMetricFamily(
+        PREFIX + "dead_letters",
+        "Messages that became dead letters (stored in %DLQ%<group>), per group and origin topic.",
+        labels=["group", "origin_topic"],
+    )
+    for (group, origin), count in sorted(stats.dead_letters.items()):
+        dead_letters.add_metric([group, origin], count)
+    dropped = CounterMetricFamily(
+        PREFIX + "retry_dropped",
+        "Send-backs acknowledged and dropped because the group has retryQueueNums 0.",
+        labels=["group"],
+    )
+    for group, count in sorted(stats.retries_dropped.items()):
+        dropped.add_metric([group], count)
+    yield from (send_backs, dead_letters, dropped)
+
+
+def _depths(store: MessageStore) -> Iterable[Metric]:
+    retry: dict[str, int] = {}
+    dead: dict[str, int] = {}
+    for topic in store.topics:
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            retry.setdefault(topic.removeprefix(RETRY_GROUP_TOPIC_PREFIX), 0)
+        elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            dead.setdefault(topic.removeprefix(DLQ_GROUP_TOPIC_PREFIX), 0)
+    offsets = store.consumer_offsets
+    for queue in list(store.queues):
+        topic = queue.topic
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = topic.removeprefix(RETRY_GROUP_TOPIC_PREFIX)
+            committed = offsets.get(consumer_offset_key(topic, group), queue.queue_id)
+            start = queue.min_offset if committed is None else max(committed, queue.min_offset)
+            retry[group] = retry.get(group, 0) + max(0, queue.max_offset - start)
+        elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            group = topic.removeprefix(DLQ_GROUP_TOPIC_PREFIX)
+            dead[group] = dead.get(group, 0) + max(0, queue.max_offset - queue.min_offset)
+    retry_depth = GaugeMetricFamily(
+        PREFIX + "retry_depth",
+        "Retries in %RETRY%<group> the group has not consumed (max - committed offset).",
+        labels=["group"],
+    )
+    for group, depth in sorted(retry.items()):
+        retry_depth.add_metric([group], depth)
+    dead_depth = GaugeMetricFamily(
+        PREFIX + "dead_letter_depth",
+        "Dead letters kept in %DLQ%<group> (max - min offset).",
+        labels=["group"],
+    )
+    for group, depth in sorted(dead.items()):
+        dead_depth.add_metric([group], depth)
+    yield from (retry_depth, dead_depth)
+
+
+def _schedule(context: BrokerContext) -> Iterable[Metric]:
+    schedule = context.schedule
+    if schedule is None:
+        return
+    stats = schedule.stats
+    pending = GaugeMetricFamily(
+        PREFIX + "schedule_pending",
+        "Delayed messages not delivered yet, per delay level.",
+        labels=["level"],
+    )
+    for level, count in sorted(schedule.pending().items()):
+        pending.add_metric([str(level)], count)
+    delivered = CounterMetricFamily(
+        PREFIX + "schedule_delivered",
+        "Delayed messages delivered to their real topic, per delay level.",
+        labels=["level"],
+    )
+    for level, count in sorted(stats.delivered.items()):
+        delivered.add_metric([str(level)], count)
+    lateness = HistogramMetricFamily(
+        PREFIX + "schedule_lateness_seconds",
+        "Seconds from a delayed message's due time to its delivery.",
+    )
+    lateness.add_metric(
+        [],
+        [(_le(bound), count) for bound, count in stats.lateness.cumulative()],
+        stats.lateness.sum,
+    )
+    yield from (pending, delivered, lateness)
+    yield CounterMetricFamily(
+        PREFIX + "schedule_redelivered_duplicates",
+        "Delayed messages delivered again after a crash although already delivered before it "
+        "(the un-persisted window; at-least-once).",
+        value=stats.redelivered_duplicates,
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schedule_put_failures",
+        "Deliveries the store refused; each is retried at the same entry (nothing is skipped).",
+        value=stats.put_failures,
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schedule_discarded",
+        "Schedule entries that could not be delivered at all (record gone, no valid real "
+        "topic) and were skipped.",
+        value=stats.discarded,
+    )
+
+
+def _le(bound: float) -> str:
+    """A bucket's ``le`` label as Prometheus writes it."""
+    return "+Inf" if math.isinf(bound) else str(bound)

@@ -1,0 +1,138 @@
+"""CONSUMER_SEND_MSG_BACK (RocketMQ's ``SendMessageProcessor.consumerSendMsgBack``).
+
+Checks, in this order (DESIGN §3): the group's config (SUBSCRIPTION_GROUP_NOT_EXIST), the
+broker writable (NO_PERMISSION), ``retryQueueNums <= 0`` (SUCCESS, the message is dropped and
+counted), the retry topic created with ``retryQueueNums`` queues and writable (NO_PERMISSION),
+the original found at the header's commit-log offset (SYSTEM_ERROR). Then the engine decides
+(:mod:`reconsume.engine.retry`): a retry is stored in the schedule topic at its delay level,
+a dead letter in ``%DLQ%<group>`` (one queue, readable and writable). Under Sync flush the
+answer waits for the fsync covering the stored message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable
+
+from reconsume.broker.context import BrokerContext
+from reconsume.engine.retry import DelayLevelPolicy, RetryDecision, max_reconsume_times
+from reconsume.engine.retry_message import origin_topic, send_back_request
+from reconsume.errors import InvalidArgumentError, StoreError
+from reconsume.message.configs import PERM_READ_WRITE, is_writable
+from reconsume.message.decode import decode_record
+from reconsume.message.names import dead_letter_topic, retry_topic, validate_group
+from reconsume.store import FlushMode, PutResult
+from reconsume.wire.broker_headers import ConsumerSendMsgBackRequestHeader
+from reconsume.wire.codes import ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.transport import Connection
+
+log = logging.getLogger(__name__)
+
+DLQ_QUEUE_NUMS = 1
+UNIT_SUB_TOPIC_SYS_FLAG = 0x2
+"""``TopicSysFlag.buildSysFlag(false, true)``: the retry topic of a unit-mode consumer."""
+
+
+class SendBackProcessor:
+    def __init__(self, context: BrokerContext) -> None:
+        self.context = context
+        self.policy = DelayLevelPolicy(context.delays)
+
+    def send_back(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
+        validate_group(header.group)
+        context = self.context
+        group = context.find_group(header.group)
+        if group is None:
+            return request.respond(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {header.group}",
+            )
+        if not context.writable:
+            return request.respond(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{context.address}] sending message is forbidden",
+            )
+        if group.retry_queue_nums <= 0:
+            context.stats.retry_dropped(header.group)
+            return request.respond()
+        retry = retry_topic(header.group)
+        config = context.ensure_topic(
+            retry,
+            group.retry_queue_nums,
+            PERM_READ_WRITE,
+            UNIT_SUB_TOPIC_SYS_FLAG if header.unit_mode else 0,
+        )
+        if not is_writable(config.perm):
+            return request.respond(
+                ResponseCode.NO_PERMISSION, f"the topic[{retry}] sending message is forbidden"
+            )
+        record = context.store.read_message(header.offset) if header.offset >= 0 else None
+        if record is None:
+            return request.respond(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
+            )
+        original = decode_record(record)
+        decision = self.policy.decide(
+            original.reconsume_times,
+            max_reconsume_times(group.retry_max_times, header.max_reconsume_times),
+            header.delay_level,
+        )
+        if decision.dead_letter:
+            context.ensure_topic(dead_letter_topic(header.group), DLQ_QUEUE_NUMS, PERM_READ_WRITE)
+            queue_id = 0
+        else:
+            # Only queues the retry topic has: a group whose retryQueueNums was raised before
+            # its topic must not write retries into queues no consumer reads.
+            queues = max(1, min(group.retry_queue_nums, config.write_queue_nums))
+            queue_id = random.randrange(99_999_999) % queues
+        put = send_back_request(
+            original,
+            group=header.group,
+            decision=decision,
+            queue_id=queue_id,
+            levels=context.delays,
+            now_ms=time.time_ns() // 1_000_000,
+        )
+        try:
+            result = context.append(put)
+        except (InvalidArgumentError, StoreError, OSError) as exc:
+            log.warning("send-back of %s for %s failed: %s", original.msg_id, header.group, exc)
+            return request.respond(ResponseCode.SYSTEM_ERROR, f"storing the retry failed: {exc}")
+        origin = origin_topic(original.properties, original.topic)
+        if context.store.settings.flush_mode is FlushMode.SYNC:
+            return self._when_durable(request, result, header.group, origin, decision)
+        return self._succeeded(request, header.group, origin, decision)
+
+    async def _when_durable(
+        self,
+        request: RemotingCommand,
+        result: PutResult,
+        group: str,
+        origin: str,
+        decision: RetryDecision,
+    ) -> RemotingCommand:
+        durable = asyncio.wrap_future(self.context.store.durable(result.end_offset))
+        try:
+            async with asyncio.timeout(self.context.settings.sync_flush_timeout_ms / 1000):
+                await asyncio.shield(durable)
+        except TimeoutError:
+            return request.respond(ResponseCode.SYSTEM_ERROR, "FLUSH_DISK_TIMEOUT")
+        except StoreError as exc:
+            return request.respond(ResponseCode.SYSTEM_ERROR, str(exc))
+        return self._succeeded(request, group, origin, decision)
+
+    def _succeeded(
+        self, request: RemotingCommand, group: str, origin: str, decision: RetryDecision
+    ) -> RemotingCommand:
+        stats = self.context.stats
+        stats.sent_back(group, origin)
+        if decision.dead_letter:
+            stats.dead_lettered(group, origin)
+        return request.respond()

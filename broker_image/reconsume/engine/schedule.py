@@ -1,0 +1,346 @@
+"""The schedule service: delivers the entries of ``SCHEDULE_TOPIC_XXXX`` when they are due.
+
+One worker per delay level reads its queue in order (one delay per level, so the queue is
+ordered by due time). It delivers every entry already due, then sleeps on an asyncio timer
+set to the head's due time; on an empty queue it sleeps until :meth:`ScheduleService.wake`
+says something was appended. Nothing polls.
+
+A delivery restores the real topic and queue (:func:`~reconsume.engine.scheduled.restore`)
+and hands the put to the broker's appender, which wakes long-polling pulls. A put the store
+refuses (``StoreError``, ``OSError`` such as a full disk) is retried at the same entry with
+a growing backoff: nothing is skipped. An entry that can never be delivered (its record gone,
+no valid real topic, refused as invalid) is logged, counted and skipped, as RocketMQ does.
+
+Durability: a level's *confirmed* offset moves past a delivery only once it is durable (under
+Sync flush, when the fsync covering it completes, which the worker does not wait for; under
+Async, at once). Every ``persist_interval_ms`` the confirmed offsets go to
+``delayOffset.json`` together with the commit-log offset from which a restart must scan for
+earlier deliveries (see :mod:`reconsume.engine.redelivery`); after a crash each level
+resumes at its persisted offset, and re-delivering an entry whose earlier delivery is found
+in the log counts as a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from reconsume.engine.delays import DelayLevels, level_of_queue, schedule_queue_id
+from reconsume.engine.redelivery import delivered_origins
+from reconsume.engine.schedule_state import Batch, LevelState, ScheduleSettings
+from reconsume.engine.schedule_stats import ScheduleStats
+from reconsume.engine.scheduled import correct_due_ms, restore
+from reconsume.errors import CodecError, InvalidArgumentError, StoreError
+from reconsume.message.decode import peek_routing
+from reconsume.message.names import SCHEDULE_TOPIC
+from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
+
+log = logging.getLogger(__name__)
+
+Appender = Callable[[PutRequest], PutResult]
+"""Appends a delivered message and wakes whoever waits on its queue; raises StoreError or
+OSError when the store refuses the write, InvalidArgumentError when the message is invalid."""
+
+MIN_DUE_MS = 2**31
+"""Any tag code below this is a TAGS hash (a Java int), not a due time: the entry was indexed
+without the schedule hook (e.g. by a tool recovering the store), so its due time is taken
+from the record instead."""
+REDELIVERY_SCAN_KEY = "redeliveryScanFrom"
+"""Key in ``delayOffset.json`` of {level: commit-log offset a restart scans from}. The
+offsets themselves are under the level (``"3"``) and its queue id (2)."""
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ScheduleService:
+    """Call :meth:`start` on the broker's event loop once the store is open, :meth:`stop`
+    before closing it."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        levels: DelayLevels,
+        append: Appender,
+        settings: ScheduleSettings | None = None,
+        *,
+        now_ms: Callable[[], int] = wall_ms,
+    ) -> None:
+        self.store = store
+        self.levels = levels
+        self.stats = ScheduleStats()
+        self._append = append
+        self._settings = settings or ScheduleSettings()
+        self._now_ms = now_ms
+        self._sync = store.settings.flush_mode is FlushMode.SYNC
+        self._table = store.schedule_offsets
+        self._states: dict[int, LevelState] = {}
+        """By schedule queue id."""
+        self._redelivered: set[int] = set()
+        self._stopping = False
+        self._stopped = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self) -> None:
+        """Load the offsets, find what was delivered since they were persisted, start."""
+        existing = {level_of_queue(q) for q in self.store.queue_ids(SCHEDULE_TOPIC)}
+        for level in sorted(set(self.levels.levels()) | existing):
+            state = LevelState(level, self.levels.delay_ms(level), self._saved_offset(level))
+            self._states[state.queue_id] = state
+        floors = self._table.queues(REDELIVERY_SCAN_KEY)
+        if floors:
+            self._redelivered = await asyncio.to_thread(
+                delivered_origins, self.store, min(floors.values())
+            )
+        # Floors from now on: a crash before the first interval must find what is delivered.
+        await self.persist()
+        for state in self._states.values():
+            self._tasks.append(
+                asyncio.create_task(self._worker(state), name=f"schedule-{state.level}")
+            )
+        self._tasks.append(asyncio.create_task(self._persist_every(), name="schedule-persist"))
+
+    def _saved_offset(self, level: int) -> int:
+        queue_id = schedule_queue_id(level)
+        low = self.store.min_offset(SCHEDULE_TOPIC, queue_id)
+        high = self.store.max_offset(SCHEDULE_TOPIC, queue_id)
+        saved = self._table.get(str(level), queue_id)
+        return low if saved is None else min(max(saved, low), high)
+
+    async def stop(self) -> None:
+        """Finish deliveries in progress (up to ``stop_timeout_s``), then persist offsets."""
+        self._stopping = True
+        self._stopped.set()
+        for state in self._states.values():
+            state.appended.set()
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=self._settings.stop_timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            self._tasks.clear()
+        durable = [b.durable for s in self._states.values() for b in s.inflight if b.durable]
+        if durable:  # confirm what was delivered, so that a clean restart repeats nothing
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._settings.stop_timeout_s):
+                    await asyncio.gather(*durable, return_exceptions=True)
+        await self.persist()
+
+    def wake(self, queue_id: int) -> None:
+        """Something was appended to schedule queue ``queue_id``."""
+        state = self._states.get(queue_id)
+        if state is not None:
+            state.appended.set()
+
+    # ------------------------------------------------------------------ observation
+    def pending(self) -> dict[int, int]:
+        """Entries not delivered yet, per level."""
+        return {
+            state.level: max(
+                0, self.store.max_offset(SCHEDULE_TOPIC, state.queue_id) - state.cursor
+            )
+            for state in self._states.values()
+        }
+
+    def offsets(self) -> dict[int, int]:
+        """The next entry each level delivers."""
+        return {state.level: state.cursor for state in self._states.values()}
+
+    # ------------------------------------------------------------------ workers
+    async def _worker(self, state: LevelState) -> None:
+        while not self._stopping:
+            try:
+                await self._run(state)
+            except Exception:
+                # A bug must not stop a level for good: log it and carry on after a pause.
+                log.exception("schedule worker of level %d failed", state.level)
+                await self._pause(self._settings.retry_max_backoff_ms / 1000)
+
+    async def _run(self, state: LevelState) -> None:
+        while not self._stopping:
+            state.appended.clear()
+            entries = self.store.queue_entries(
+                SCHEDULE_TOPIC, state.queue_id, state.cursor, self._settings.batch_size
+            )
+            if not entries:
+                if not self._correct_cursor(state):
+                    await state.appended.wait()
+                continue
+            due_ms = await self._deliver_due(state, entries)
+            if due_ms is not None:
+                await self._sleep_until(due_ms)
+
+    def _correct_cursor(self, state: LevelState) -> bool:
+        """Move a cursor that lies outside the queue (entries removed by retention, a log cut
+        by recovery) back inside; returns whether it moved."""
+        low = self.store.min_offset(SCHEDULE_TOPIC, state.queue_id)
+        high = self.store.max_offset(SCHEDULE_TOPIC, state.queue_id)
+        if low <= state.cursor <= high:
+            return False
+        log.warning(
+            "schedule level %d: offset %d outside [%d, %d]; continuing from %d",
+            state.level, state.cursor, low, high, min(max(state.cursor, low), high),
+        )  # fmt: skip
+        state.cursor = state.confirmed = min(max(state.cursor, low), high)
+        return True
+
+    async def _deliver_due(
+        self, state: LevelState, entries: list[tuple[int, int, int]]
+    ) -> int | None:
+        """Deliver the entries already due, in order (confirmed later, when durable). Returns
+        the due time of the first entry not due yet, None when every entry was delivered."""
+        first_offset: int | None = None
+        last_end = -1
+        not_due: int | None = None
+        for phys, _size, tag_due_ms in entries:
+            if tag_due_ms < MIN_DUE_MS:
+                tag_due_ms = self._due_from_record(state, phys)
+            now = self._now_ms()
+            due_ms = correct_due_ms(tag_due_ms, now, state.delay_ms)
+            if due_ms > now:
+                not_due = due_ms
+                break
+            advance, result = await self._deliver(state, phys, due_ms)
+            if not advance:
+                break
+            state.cursor += 1
+            if result is not None:
+                if first_offset is None:
+                    first_offset = result.commit_log_offset
+                last_end = result.end_offset
+        self._track(state, first_offset, last_end)
+        return not_due
+
+    def _due_from_record(self, state: LevelState, phys: int) -> int:
+        record = self.store.read_message(phys)
+        if record is None:
+            return 0  # due now: the delivery finds the record gone and skips it
+        return peek_routing(record, 0)[3] + state.delay_ms
+
+    async def _deliver(
+        self, state: LevelState, phys: int, due_ms: int
+    ) -> tuple[bool, PutResult | None]:
+        """Put one entry to its real topic, retrying while the store refuses. Returns whether
+        to move past the entry (False: stopping) and the put's result (None: skipped)."""
+        backoff_ms = self._settings.retry_min_backoff_ms
+        failures = 0
+        while True:
+            record = self.store.read_message(phys)
+            if record is None:
+                return self._discard(state, phys, "its record is gone")
+            try:
+                result = self._append(restore(record, phys))
+            except (InvalidArgumentError, CodecError) as exc:
+                return self._discard(state, phys, str(exc))
+            except (StoreError, OSError) as exc:
+                self.stats.put_failures += 1
+                if failures == 0:
+                    log.warning(
+                        "schedule level %d: the store refused a delivery (%s); retrying",
+                        state.level,
+                        exc,
+                    )
+                failures += 1
+                if await self._pause(backoff_ms / 1000):
+                    return False, None
+                backoff_ms = min(backoff_ms * 2, self._settings.retry_max_backoff_ms)
+                continue
+            self._delivered(state, phys, due_ms)
+            if failures:
+                log.warning("schedule level %d: delivered after %d refusals", state.level, failures)
+            return True, result
+
+    def _delivered(self, state: LevelState, phys: int, due_ms: int) -> None:
+        stats = self.stats
+        stats.lateness.observe(max(0, self._now_ms() - due_ms) / 1000)
+        stats.delivered[state.level] = stats.delivered.get(state.level, 0) + 1
+        if phys in self._redelivered:
+            self._redelivered.discard(phys)
+            stats.redelivered_duplicates += 1
+
+    def _discard(self, state: LevelState, phys: int, why: str) -> tuple[bool, None]:
+        log.error(
+            "schedule level %d: skipping the entry at commit-log offset %d: %s",
+            state.level,
+            phys,
+            why,
+        )
+        self.stats.discarded += 1
+        return True, None
+
+    def _track(self, state: LevelState, first_offset: int | None, last_end: int) -> None:
+        """Confirm a delivered batch once it is durable. The worker does not wait for the
+        fsync: the next due entry must not be late by it."""
+        batch = Batch(state.cursor, first_offset)
+        state.inflight.append(batch)
+        if last_end < 0 or not self._sync:
+            batch.done = True
+            self._drain(state)
+            return
+        batch.durable = asyncio.wrap_future(self.store.durable(last_end))
+        batch.durable.add_done_callback(lambda future: self._durable(state, batch, future))
+
+    def _durable(self, state: LevelState, batch: Batch, future: asyncio.Future[None]) -> None:
+        if future.cancelled():
+            return
+        failure = future.exception()
+        if failure is not None:
+            # The store turned read-only: these stay unconfirmed, so a restart (on healthy
+            # storage) delivers them again.
+            log.error("schedule level %d: deliveries not durable: %s", state.level, failure)
+            return
+        batch.done = True
+        self._drain(state)
+
+    @staticmethod
+    def _drain(state: LevelState) -> None:
+        while state.inflight and state.inflight[0].done:
+            state.confirmed = state.inflight.popleft().cursor
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` on a timer; returns True (early) when the service stops."""
+        if self._stopping:
+            return True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopped.wait()
+        return self._stopping
+
+    async def _sleep_until(self, due_ms: int) -> None:
+        while not self._stopping:
+            remaining_ms = due_ms - self._now_ms()
+            if remaining_ms <= 0:
+                return
+            await self._pause(remaining_ms / 1000)
+
+    # ------------------------------------------------------------------ persistence
+    async def _persist_every(self) -> None:
+        while not await self._pause(self._settings.persist_interval_ms / 1000):
+            await self.persist()
+
+    def record_offsets(self) -> None:
+        """Put the confirmed offsets, then the scan floors, into the offset table (in that
+        order: a table snapshot taken in between pairs new offsets with older, lower floors,
+        which only widens the scan)."""
+        end = self.store.commitlog.write_offset
+        table = self._table
+        for state in self._states.values():
+            if table.get(str(state.level), state.queue_id) != state.confirmed:
+                table.set(str(state.level), state.queue_id, state.confirmed)
+        for state in self._states.values():
+            floor = end if state.unconfirmed is None else state.unconfirmed
+            if table.get(REDELIVERY_SCAN_KEY, state.level) != floor:
+                table.set(REDELIVERY_SCAN_KEY, state.level, floor)
+
+    async def persist(self) -> None:
+        """Write the offsets now (atomically, off the event loop)."""
+        self.record_offsets()
+        try:
+            await asyncio.to_thread(self._table.persist)
+        except (OSError, StoreError) as exc:
+            log.warning("persisting schedule offsets failed (retrying next interval): %s", exc)

@@ -1,0 +1,249 @@
+"""The schedule service over a real store in a temporary directory: due-time delivery in
+order, waking an idle level, refused puts retried at the same entry, undeliverable entries
+skipped, and a crash re-delivering the un-persisted window with its duplicates counted."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from reconsume.engine.delays import DelayLevels, schedule_queue_id
+from reconsume.engine.redelivery import delivered_origins
+from reconsume.engine.schedule import REDELIVERY_SCAN_KEY, ScheduleService
+from reconsume.engine.schedule_state import ScheduleSettings
+from reconsume.engine.schedule_stats import Histogram
+from reconsume.engine.scheduled import schedule_tags_code, to_schedule
+from reconsume.errors import StoreError
+from reconsume.message import properties as props
+from reconsume.message.decode import decode_record
+from reconsume.message.model import StoredMessage
+from reconsume.message.names import SCHEDULE_TOPIC
+from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
+
+from ..store._helpers import small_settings
+
+LEVELS = DelayLevels((40, 80))
+FAST = ScheduleSettings(
+    persist_interval_ms=3_600_000, retry_min_backoff_ms=5, retry_max_backoff_ms=20
+)
+
+
+def open_store(root: Path) -> MessageStore:
+    return MessageStore(
+        root,
+        small_settings(flush_mode=FlushMode.SYNC),
+        tags_code=schedule_tags_code(LEVELS),
+        background=False,
+    )
+
+
+class Broker:
+    """What the broker does around the service: delayed puts wake it, deliveries are appended
+    (and may be refused)."""
+
+    def __init__(self, store: MessageStore, settings: ScheduleSettings = FAST) -> None:
+        self.store = store
+        self.refuse = 0
+        self.refusal: Exception = StoreError("the disk is full")
+        self.service = ScheduleService(store, LEVELS, self.append, settings)
+
+    def append(self, request: PutRequest) -> PutResult:
+        if self.refuse:
+            self.refuse -= 1
+            raise self.refusal
+        return self.store.append(request)
+
+    def put_delayed(self, body: bytes, level: int, topic: str = "real") -> None:
+        properties = {props.DELAY_TIME_LEVEL: str(level), props.KEYS: body.decode()}
+        where, queue_id = to_schedule(properties, topic, 0, LEVELS)
+        self.store.append(PutRequest(where, queue_id, body, props.encode_properties(properties)))
+        self.service.wake(queue_id)
+
+    def delivered(self, topic: str = "real") -> list[StoredMessage]:
+        result = self.store.get_messages(topic, 0, 0, max_count=1000)
+        return [decode_record(record) for record in result.records]
+
+
+async def until(probe: Callable[[], bool | Awaitable[bool]], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if not isinstance(value, bool):
+            value = await value
+        if value:
+            return
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.005)
+
+
+def origin_record(store: MessageStore, copy: StoredMessage) -> StoredMessage:
+    record = store.read_message(int(copy.properties[props.SCHEDULE_ORIGIN]))
+    assert record is not None
+    return decode_record(record)
+
+
+def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
+    histogram = Histogram((0.01, 0.1))
+    for value in (0.0, 0.01, 0.05, 3.0):
+        histogram.observe(value)
+    assert histogram.cumulative() == [(0.01, 2), (0.1, 3), (float("inf"), 4)]
+    assert histogram.count == 4
+    assert histogram.sum == pytest.approx(3.06)
+
+
+def test_due_messages_are_delivered_in_level_order_at_their_due_time(tmp_path: Path) -> None:
+    async def scenario() -> tuple[Broker, list[StoredMessage]]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            for i in range(5):
+                broker.put_delayed(f"slow{i}".encode(), 2)
+                broker.put_delayed(f"fast{i}".encode(), 1)
+            await until(lambda: len(broker.delivered()) == 10)
+            copies = broker.delivered()
+            assert broker.service.pending() == {1: 0, 2: 0}
+            for copy in copies:
+                scheduled = origin_record(store, copy)
+                level = int(scheduled.properties[props.DELAY_TIME_LEVEL])
+                waited = copy.store_timestamp_ms - scheduled.store_timestamp_ms
+                assert waited >= LEVELS.delay_ms(level)
+            await broker.service.stop()
+            return broker, copies
+
+    broker, copies = asyncio.run(scenario())
+    bodies = [c.body.decode() for c in copies]
+    assert [b for b in bodies if b.startswith("fast")] == [f"fast{i}" for i in range(5)]
+    assert [b for b in bodies if b.startswith("slow")] == [f"slow{i}" for i in range(5)]
+    assert bodies.index("fast4") < bodies.index("slow0")  # the shorter level came first
+    stats = broker.service.stats
+    assert stats.delivered == {1: 5, 2: 5}
+    assert stats.lateness.count == 10
+    assert (stats.put_failures, stats.discarded, stats.redelivered_duplicates) == (0, 0, 0)
+    for copy in copies:
+        assert props.DELAY_TIME_LEVEL not in copy.properties
+        assert (copy.topic, copy.queue_id) == ("real", 0)
+
+
+def test_an_idle_level_wakes_when_something_is_appended(tmp_path: Path) -> None:
+    async def scenario() -> float:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            await asyncio.sleep(0)  # one turn: each worker finds its queue empty and waits
+            started = time.monotonic()
+            broker.put_delayed(b"one", 1)
+            await until(lambda: len(broker.delivered()) == 1)
+            elapsed = time.monotonic() - started
+            await broker.service.stop()
+            return elapsed
+
+    elapsed = asyncio.run(scenario())
+    assert LEVELS.delay_ms(1) / 1000 - 0.002 <= elapsed < LEVELS.delay_ms(1) / 1000 + 0.5
+
+
+@pytest.mark.parametrize("refusal", [StoreError("read-only"), OSError(27, "File too large")])
+def test_refused_puts_are_retried_at_the_same_entry(tmp_path: Path, refusal: Exception) -> None:
+    async def scenario() -> tuple[Broker, list[StoredMessage]]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            broker.refuse, broker.refusal = 4, refusal
+            await broker.service.start()
+            for i in range(5):
+                broker.put_delayed(f"m{i}".encode(), 1)
+            await until(lambda: len(broker.delivered()) == 5)
+            await broker.service.stop()
+            return broker, broker.delivered()
+
+    broker, copies = asyncio.run(scenario())
+    assert [c.body for c in copies] == [f"m{i}".encode() for i in range(5)]
+    assert broker.service.stats.put_failures == 4
+    assert broker.service.stats.discarded == 0
+
+
+def test_an_entry_without_a_real_topic_is_skipped_and_counted(tmp_path: Path) -> None:
+    async def scenario() -> tuple[Broker, list[StoredMessage]]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            broken = props.encode_properties({props.DELAY_TIME_LEVEL: "1"})
+            store.append(PutRequest(SCHEDULE_TOPIC, schedule_queue_id(1), b"lost", broken))
+            broker.put_delayed(b"fine", 1)
+            await until(lambda: len(broker.delivered()) == 1)
+            await broker.service.stop()
+            return broker, broker.delivered()
+
+    broker, copies = asyncio.run(scenario())
+    assert [c.body for c in copies] == [b"fine"]
+    assert broker.service.stats.discarded == 1
+
+
+def test_a_crash_redelivers_the_unpersisted_window_and_counts_it(tmp_path: Path) -> None:
+    async def first_run() -> None:
+        store = open_store(tmp_path)
+        broker = Broker(store)
+        await broker.service.start()
+        for i in range(5):
+            broker.put_delayed(f"m{i}".encode(), 1)
+        await until(lambda: len(broker.delivered()) == 5)
+        # A crash: the workers vanish; nothing persists their offsets past the start.
+        for task in broker.service._tasks:
+            task.cancel()
+        await asyncio.gather(*broker.service._tasks, return_exceptions=True)
+        store.close()
+
+    async def run_again() -> tuple[int, int, dict[int, int]]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            await until(lambda: broker.service.pending() == {1: 0, 2: 0})
+            await until(lambda: len(broker.delivered()) >= 5)
+            await broker.service.stop()
+            floors = store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
+            return len(broker.delivered()), broker.service.stats.redelivered_duplicates, floors
+
+    asyncio.run(first_run())
+    copies, duplicates, floors = asyncio.run(run_again())
+    assert (copies, duplicates) == (10, 5)
+    assert set(floors) == {1, 2}
+    # Stopped cleanly this time: a restart delivers nothing again.
+    copies, duplicates, _ = asyncio.run(run_again())
+    assert (copies, duplicates) == (10, 0)
+
+
+def test_delivered_origins_are_found_across_segments(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        offsets = []
+        for i in range(40):  # records of ~150 bytes in 2 KiB segments: many blanks
+            extra = {props.SCHEDULE_ORIGIN: str(1000 + i)} if i % 2 else {}
+            result = store.append(PutRequest("real", 0, b"x" * 40, props.encode_properties(extra)))
+            offsets.append(result.commit_log_offset)
+        assert len(store.commitlog.segments) > 2
+        assert delivered_origins(store, 0) == {1000 + i for i in range(1, 40, 2)}
+        assert delivered_origins(store, offsets[30]) == {1000 + i for i in range(31, 40, 2)}
+        assert delivered_origins(store, store.commitlog.write_offset) == set()
+
+
+def test_an_entry_indexed_without_the_schedule_hook_still_waits_its_delay(
+    tmp_path: Path,
+) -> None:
+    # As after a tool recovered the store with the default hook: tag code = TAGS hash (0).
+    async def scenario() -> list[StoredMessage]:
+        settings = small_settings(flush_mode=FlushMode.SYNC)
+        with MessageStore(tmp_path, settings, background=False) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            broker.put_delayed(b"late", 2)
+            [(_phys, _size, tag)] = store.queue_entries(SCHEDULE_TOPIC, 1, 0, 10)
+            assert tag == 0
+            await until(lambda: len(broker.delivered()) == 1)
+            await broker.service.stop()
+            [copy] = broker.delivered()
+            waited = copy.store_timestamp_ms - origin_record(store, copy).store_timestamp_ms
+            assert waited >= LEVELS.delay_ms(2)
+            return [copy]
+
+    assert len(asyncio.run(scenario())) == 1
