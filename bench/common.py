@@ -42,6 +42,16 @@ class Sizes:
     repeats: int = 5
     """Async append and read runs are repeated; the table shows the best and the median."""
     max_message_bytes: int = 4 * MiB
+    client_seconds: float = 3.0
+    """Length of each produce run of the client benchmark (every producer sends for this)."""
+    client_repeats: int = 5
+    """Runs of each client case (produce and consume); the table shows the median and best."""
+    warmup_sends: int = 1_000
+    """Sends each producer process makes before its first measured run."""
+    consume_messages: int = 200_000
+    """Messages pre-filled in the consume topic (8 queues) and drained by each consume run."""
+    consume_warmup_messages: int = 20_000
+    """Messages the consumer process drains (another topic) before its first measured run."""
 
     @classmethod
     def full(cls) -> Sizes:
@@ -58,6 +68,11 @@ class Sizes:
             segment_bytes=2 * MiB,
             repeats=1,
             max_message_bytes=64 * 1024,
+            client_seconds=0.3,
+            client_repeats=1,
+            warmup_sends=20,
+            consume_messages=500,
+            consume_warmup_messages=100,
         )
 
     def settings(self, **overrides: Any) -> StoreSettings:

@@ -6,12 +6,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.client_report import render_client
 from bench.common import BENCH_DIR
 
 CHANGES = BENCH_DIR / "CHANGES.md"
 TARGET_ASYNC_MSGS_PER_S = 200_000
 TARGET_RECOVERY_S = 2.0
-_FILES = {"append": "store_append", "read": "store_read", "recovery": "store_recovery"}
+FILES = {
+    "append": "store_append",
+    "read": "store_read",
+    "recovery": "store_recovery",
+    "client": "client_throughput",
+}
+"""Scenario → the JSON file (without .json) its results are written to."""
 
 
 def load_run(out: Path) -> dict[str, Any]:
@@ -19,7 +26,7 @@ def load_run(out: Path) -> dict[str, Any]:
     run_info = json.loads((out / "run.json").read_text())
     loaded: dict[str, Any] = {"run": run_info}
     for scenario in run_info["scenarios"]:
-        loaded[scenario] = json.loads((out / f"{_FILES[scenario]}.json").read_text())
+        loaded[scenario] = json.loads((out / f"{FILES[scenario]}.json").read_text())
     return loaded
 
 
@@ -259,6 +266,24 @@ def _targets(loaded: dict[str, Any]) -> list[str]:
     return _table(["target (spec)", "required", "measured", ""], rows) if rows else []
 
 
+def _earlier(run_info: dict[str, Any], scenario: str) -> list[str]:
+    """A note for a section an earlier run produced (a run of some scenarios keeps the rest)."""
+    section = (run_info.get("sections") or {}).get(scenario)
+    if not section or section.get("started") is None:
+        return []
+    if section["started"] >= run_info["started"]:
+        return []
+    return [
+        f"From an earlier run, {section['started']} to {section['finished']} (load average "
+        f"{section.get('loadavg_start', '?')} at its start):",
+        "",
+        "```",
+        section["command"],
+        "```",
+        "",
+    ]
+
+
 def render(loaded: dict[str, Any]) -> str:
     run_info = loaded["run"]
     lines = [
@@ -289,12 +314,14 @@ def render(loaded: dict[str, Any]) -> str:
         ("append", "Append throughput (in-process)", _append),
         ("read", "Read throughput", _read),
         ("recovery", "Recovery", _recovery),
+        ("client", "Client throughput (loopback, real broker and name server)", render_client),
     )
     for key, title, fn in sections:
         if key in loaded:
             lines += [
                 f"## {title}",
                 "",
+                *_earlier(run_info, key),
                 *fn(loaded[key]),
                 "",
                 f"Scenario wall time {loaded[key]['wall_seconds']:.1f} s.",

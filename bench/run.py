@@ -1,26 +1,30 @@
-"""Run the store benchmarks, write JSON under ``--out`` and optionally render RESULTS.md.
+"""Run the benchmarks, write JSON under ``--out`` and optionally render RESULTS.md.
 
 python -m bench.run --write bench/RESULTS.md      # full sizes (what `make bench` runs)
 python -m bench.run --quick --out /tmp/bench      # seconds; the smoke test runs this
 python -m bench.run --scenarios append --messages 200000 --append-variants async-put
+python -m bench.run --scenarios client --write bench/RESULTS.md   # the client part only
+
+A run of some scenarios keeps the results of the others already in ``--out`` (from a run of the
+same kind, full or quick), so RESULTS.md still shows them, each with the command that made it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import store_append, store_read, store_recovery
+from bench import client_throughput, store_append, store_read, store_recovery
 from bench.common import DEFAULT_OUT, Sizes, loadavg, machine_info, write_json
-from bench.report import load_run, render
+from bench.report import FILES, load_run, render
 
-SCENARIOS = ("append", "read", "recovery")
-MODULES = {"append": "store_append", "read": "store_read", "recovery": "store_recovery"}
+SCENARIOS = ("append", "read", "recovery", "client")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -50,6 +54,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--segment-bytes", type=int, help="commit-log segment size (recovery)")
     parser.add_argument("--body-bytes", type=int, help="message body size (1024)")
     parser.add_argument("--repeats", type=int, help="runs of each Async/read measurement")
+    parser.add_argument("--client-seconds", type=float, help="length of each produce run (3)")
+    parser.add_argument("--client-repeats", type=int, help="runs of each client case (5)")
+    parser.add_argument(
+        "--consume-messages", type=int, help="messages each consume run drains (200000)"
+    )
     parser.add_argument(
         "--render-only",
         action="store_true",
@@ -68,8 +77,32 @@ def _sizes(args: argparse.Namespace) -> Sizes:
         "segment_bytes": args.segment_bytes,
         "body_bytes": args.body_bytes,
         "repeats": args.repeats,
+        "client_seconds": args.client_seconds,
+        "client_repeats": args.client_repeats,
+        "consume_messages": args.consume_messages,
     }
     return dataclasses.replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _earlier_sections(out: Path, quick: bool, scenarios: list[str]) -> dict[str, Any]:
+    """Run facts of the scenarios an earlier run left in ``out`` and this one does not redo."""
+    try:
+        earlier = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if earlier.get("quick") != quick:
+        return {}
+    sections = earlier.get("sections") or {}
+    kept: dict[str, Any] = {}
+    for scenario in earlier.get("scenarios", []):
+        if scenario in scenarios or scenario not in FILES:
+            continue
+        if (out / f"{FILES[scenario]}.json").exists():
+            kept[scenario] = sections.get(scenario) or {
+                key: earlier.get(key)
+                for key in ("command", "started", "finished", "loadavg_start", "loadavg_end")
+            }
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,21 +132,32 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_start": loadavg(),
     }
     print(f"benchmark: {', '.join(scenarios)} ({'quick' if args.quick else 'full'} sizes)")
-    results: dict[str, Any] = {}
+    sections = _earlier_sections(out, args.quick, scenarios)
     for scenario in scenarios:
         print(f"{scenario}:")
+        section = {
+            "command": command,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+            "loadavg_start": loadavg(),
+        }
         started = time.perf_counter()
         if scenario == "append":
             result = store_append.run(sizes, data_root, variants)
         elif scenario == "read":
             result = store_read.run(sizes, data_root)
-        else:
+        elif scenario == "recovery":
             result = store_recovery.run(sizes, data_root)
+        else:
+            result = client_throughput.run(sizes, data_root)
         result["wall_seconds"] = time.perf_counter() - started
-        results[scenario] = result
-        write_json(out / f"{MODULES[scenario]}.json", result)
+        section["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+        section["loadavg_end"] = loadavg()
+        sections[scenario] = section
+        write_json(out / f"{FILES[scenario]}.json", result)
     run_info["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     run_info["loadavg_end"] = loadavg()
+    run_info["scenarios"] = [s for s in SCENARIOS if s in sections]
+    run_info["sections"] = sections
     write_json(out / "run.json", run_info)
     if args.write is not None:
         args.write.write_text(render(load_run(out)))

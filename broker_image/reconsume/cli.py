@@ -97,6 +97,7 @@ _BROKER_FLAGS = {
     "default_queues": "default_topic_queue_nums",
     "offset_persist_interval_ms": "offset_persist_interval_ms",
     "delay_levels": "delay_levels",
+    "timer_max_delay_s": "timer_max_delay_s",
     "register_interval_s": "register_interval_s",
     "http_listen": "http_listen",
 }
@@ -225,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker.add_argument(
         "--delay-levels", help="delay levels, e.g. '1s 5s 10s 30s 1m' (default: RocketMQ's 18)"
+    )
+    broker.add_argument(
+        "--timer-max-delay-s",
+        type=int,
+        help="longest delay of a timer message or policy retry, in seconds (default 259200)",
     )
     broker.add_argument(
         "--register-interval-s",

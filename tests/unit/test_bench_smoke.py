@@ -1,5 +1,6 @@
 """The benchmarks still run: ``python -m bench.run --quick`` in a subprocess, as `make bench`
-runs the full one. Tiny sizes, so this checks that the code works, never how fast it is."""
+runs the full one (the client scenario starts a real name server, brokers and client
+processes). Tiny sizes, so this checks that the code works, never how fast it is."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def test_quick_benchmark_run_writes_its_json(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     run = json.loads((out / "run.json").read_text())
     assert run["quick"] is True
-    assert run["scenarios"] == ["append", "read", "recovery"]
+    assert run["scenarios"] == ["append", "read", "recovery", "client"]
     for name in ("store_append", "store_read", "store_recovery"):
         document = json.loads((out / f"{name}.json").read_text())
         assert document["scenario"] == name
@@ -39,5 +40,18 @@ def test_quick_benchmark_run_writes_its_json(tmp_path: Path) -> None:
     recovery = json.loads((out / "store_recovery.json").read_text())
     for row in recovery["results"]:
         assert row["end_offset"] == recovery["log_bytes"]
-    assert "## Append throughput" in report.read_text()
+    client = json.loads((out / "client_throughput.json").read_text())
+    assert client["scenario"] == "client_throughput"
+    assert [(r["flush_mode"], r["producers"]) for r in client["produce"]] == [
+        ("Sync", 1),
+        ("Sync", 4),
+        ("Async", 1),
+        ("Async", 4),
+    ]
+    for row in client["produce"] + client["consume"]:
+        assert row["msgs_per_s"] > 0
+    assert all(r["messages"] >= 500 for r in client["consume"][0]["runs"])
+    text = report.read_text()
+    assert "## Append throughput" in text
+    assert "### Consume" in text
     assert not (out / "data").exists() or not any((out / "data").iterdir())

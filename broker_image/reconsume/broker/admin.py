@@ -1,5 +1,9 @@
 """Admin requests: topics, subscription groups and looking a message up by commit-log offset
-(RocketMQ's ``AdminBrokerProcessor`` and ``QueryMessageProcessor.viewMessageById``)."""
+(RocketMQ's ``AdminBrokerProcessor`` and ``QueryMessageProcessor.viewMessageById``).
+
+Unlike RocketMQ, changing a group's ``retryQueueNums`` reshapes its existing retry topic, and
+lowering it (or a retry topic's queue counts) never strands stored retries: see
+:mod:`reconsume.engine.retry_queues`."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 import logging
 
 from reconsume.broker.context import BrokerContext
+from reconsume.engine.policies import retry_policy
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.configs import SubscriptionGroupConfig, TopicConfig
 from reconsume.message.names import is_system_topic, validate_group, validate_topic
@@ -61,7 +66,8 @@ class AdminProcessor:
             topic_sys_flag=header.topic_sys_flag or 0,
             order=header.order,
         )
-        self.context.put_topic(config)
+        # A retry topic keeps queues being removed readable until they are drained.
+        self.context.update_topic(config)
         return request.respond()
 
     def delete_topic(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
@@ -104,8 +110,19 @@ class AdminProcessor:
             )
         config = SubscriptionGroupConfig.from_dict(document)
         validate_group(config.group_name)
+        try:  # refused here, with the field named, rather than ignored at the first retry
+            retry_policy(
+                config.group_retry_policy,
+                self.context.delays,
+                self.context.settings.timer_max_delay_s * 1000,
+            )
+        except InvalidArgumentError as exc:
+            return request.respond(
+                ResponseCode.SYSTEM_ERROR, f"subscription group {config.group_name}: {exc}"
+            )
         self.context.store.groups.put(config.group_name, config)
         log.info("subscription group %s: %s", config.group_name, config.to_dict())
+        self.context.group_updated(config)  # the retry topic follows retryQueueNums
         return request.respond()
 
     def delete_group(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:

@@ -12,17 +12,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, MutableMapping
+from dataclasses import replace
 from typing import Any
 
 from reconsume.broker.consumers import ConsumerRegistry
 from reconsume.broker.locks import LockTable
 from reconsume.broker.longpoll import PullWaiters
+from reconsume.broker.retry_drain import RetryDrain
 from reconsume.broker.settings import BrokerSettings
 from reconsume.broker.stats import BrokerStats
 from reconsume.engine.delays import DelayLevels
 from reconsume.engine.retry import DeadLetterReason
 from reconsume.engine.retry_message import mark_dead_letter, origin_message_id, origin_topic
+from reconsume.engine.retry_queues import resized_retry_topic, updated_retry_topic, writable_queue
 from reconsume.engine.schedule import ScheduleService
+from reconsume.engine.timer import TimerService
 from reconsume.message.address import HostAddress
 from reconsume.message.configs import (
     PERM_INHERIT,
@@ -30,7 +34,14 @@ from reconsume.message.configs import (
     SubscriptionGroupConfig,
     TopicConfig,
 )
-from reconsume.message.names import DEFAULT_TOPIC, SCHEDULE_TOPIC, group_of
+from reconsume.message.names import (
+    DEFAULT_TOPIC,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    group_of,
+    is_retry_topic,
+    retry_topic,
+)
 from reconsume.store import MessageStore, PutRequest, PutResult
 from reconsume.store.requests import TagsCode, default_tags_code
 
@@ -59,12 +70,17 @@ class BrokerContext:
         """The delay levels (``--delay-levels``)."""
         self.schedule: ScheduleService | None = None
         """Delivers delayed messages when due; set once started."""
+        self.timer: TimerService | None = None
+        """Delivers timer messages (and policy retries) when due; set once started."""
         self.consumers = ConsumerRegistry(self._notify_enabled)
         self.waiters = PullWaiters()
         self.locks = LockTable()
         self.stats = BrokerStats()
         self._on_topics_changed = on_topics_changed
         self._version_stamps: dict[str, tuple[int, int]] = {}
+        self.retry_drain = RetryDrain(store, self.put_topic)
+        """Lowers the read queues of retry topics once the removed ones are drained; the
+        server starts and stops its periodic check."""
 
     # ------------------------------------------------------------------ topics
     def topic(self, name: str) -> TopicConfig | None:
@@ -74,10 +90,35 @@ class BrokerContext:
         """Create or replace a topic config; name servers hear of it at once."""
         self.store.topics.put(config.topic_name, config)
         log.info("topic %s: %s", config.topic_name, config.to_dict())
+        self.retry_drain.track(config)
         self._on_topics_changed()
+
+    def update_topic(self, requested: TopicConfig) -> TopicConfig:
+        """An admin's create or update (UPDATE_AND_CREATE_TOPIC). A retry topic keeps the
+        queues being removed readable until its group has drained them (DESIGN §3, "Retry
+        topology changes"); returns what was stored."""
+        config = requested
+        if is_retry_topic(requested.topic_name):
+            config = updated_retry_topic(self.topic(requested.topic_name), requested)
+        self.put_topic(config)
+        self.retry_drain.check(config.topic_name)
+        return config
+
+    def group_updated(self, group: SubscriptionGroupConfig) -> None:
+        """A group's config was stored: its retry topic follows ``retryQueueNums`` (more
+        queues at once; fewer written at once, read until drained)."""
+        topic = retry_topic(group.group_name)
+        current = self.topic(topic)
+        if current is None:
+            return  # created with the group's queues on first use
+        resized = resized_retry_topic(current, group.retry_queue_nums)
+        if resized != current:
+            self.put_topic(resized)
+            self.retry_drain.check(topic)
 
     def delete_topic(self, name: str) -> bool:
         deleted = self.store.topics.delete(name)
+        self.retry_drain.forget(name)
         if deleted:
             self._on_topics_changed()
         return deleted
@@ -183,11 +224,23 @@ class BrokerContext:
 
     def append(self, request: PutRequest) -> PutResult:
         """Append a message the broker makes itself (a send-back, a due delayed message) and
-        wake what waits for it; raises what :meth:`MessageStore.append` raises."""
+        wake what waits for it; raises what :meth:`MessageStore.append` raises.
+
+        A retry for a queue of ``%RETRY%<group>`` that is no longer written to (scheduled
+        before ``retryQueueNums`` was lowered) goes to one of the remaining queues: the removed
+        ones may stop being read once drained."""
+        if is_retry_topic(request.topic):
+            config = self.topic(request.topic)
+            if config is not None:
+                queue_id = writable_queue(request.queue_id, config.write_queue_nums)
+                if queue_id != request.queue_id:
+                    request = replace(request, queue_id=queue_id)
         result = self.store.append(request)
         topic, queue_id = request.topic, request.queue_id
         if topic == SCHEDULE_TOPIC:
             self.schedule_appended(queue_id)
+        elif topic == TIMER_TOPIC:
+            self.timer_appended()
         else:
             self.waiters.notify(
                 topic,
@@ -201,6 +254,11 @@ class BrokerContext:
         """A delayed message was stored in schedule queue ``queue_id``."""
         if self.schedule is not None:
             self.schedule.wake(queue_id)
+
+    def timer_appended(self) -> None:
+        """A message was stored in the timer topic."""
+        if self.timer is not None:
+            self.timer.wake()
 
     def dead_letter_sent(self, properties: MutableMapping[str, str], sent_topic: str) -> None:
         """A send to ``%RETRY%<group>`` past the group's maximum reconsume times becomes a dead

@@ -35,6 +35,7 @@ def retry_metrics(context: BrokerContext) -> Iterable[Metric]:
     yield from _send_backs(context)
     yield from _depths(context.store)
     yield from _schedule(context)
+    yield from _timer(context)
 
 
 def _send_backs(context: BrokerContext) -> Iterable[Metric]:
@@ -129,23 +130,53 @@ def _schedule(context: BrokerContext) -> Iterable[Metric]:
         stats.lateness.sum,
     )
     yield from (pending, delivered, lateness)
+    # Shared by delay levels and the timer wheel: one machinery, one health signal.
+    both = [stats] if context.timer is None else [stats, context.timer.stats]
     yield CounterMetricFamily(
         PREFIX + "schedule_redelivered_duplicates",
-        "Delayed messages delivered again after a crash although already delivered before it "
-        "(the un-persisted window; at-least-once).",
-        value=stats.redelivered_duplicates,
+        "Delayed messages (delay levels and timer) delivered again after a crash although "
+        "already delivered before it (the un-persisted window; at-least-once).",
+        value=sum(s.redelivered_duplicates for s in both),
     )
     yield CounterMetricFamily(
         PREFIX + "schedule_put_failures",
-        "Deliveries the store refused; each is retried at the same entry (nothing is skipped).",
-        value=stats.put_failures,
+        "Deliveries of delayed messages (delay levels and timer) the store refused; each is "
+        "retried at the same entry (nothing is skipped).",
+        value=sum(s.put_failures for s in both),
     )
     yield CounterMetricFamily(
         PREFIX + "schedule_discarded",
-        "Schedule entries that could not be delivered at all (record gone, no valid real "
-        "topic) and were skipped.",
-        value=stats.discarded,
+        "Delayed entries (delay levels and timer) that could not be delivered at all (record "
+        "gone, no valid real topic) and were skipped.",
+        value=sum(s.discarded for s in both),
     )
+
+
+def _timer(context: BrokerContext) -> Iterable[Metric]:
+    timer = context.timer
+    if timer is None:
+        return
+    stats = timer.stats
+    yield GaugeMetricFamily(
+        PREFIX + "timer_pending",
+        "Timer messages (TIMER_* properties, policy retries) not delivered yet.",
+        value=timer.pending(),
+    )
+    yield CounterMetricFamily(
+        PREFIX + "timer_delivered",
+        "Timer messages delivered to their real topic.",
+        value=sum(stats.delivered.values()),
+    )
+    lateness = HistogramMetricFamily(
+        PREFIX + "timer_lateness_seconds",
+        "Seconds from a timer message's due time to its delivery.",
+    )
+    lateness.add_metric(
+        [],
+        [(_le(bound), count) for bound, count in stats.lateness.cumulative()],
+        stats.lateness.sum,
+    )
+    yield lateness
 
 
 def _le(bound: float) -> str:

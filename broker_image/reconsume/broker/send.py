@@ -3,8 +3,9 @@
 Checks, in RocketMQ's order: topic name, topics nobody may send to, the topic (created from
 its template when unknown and allowed), the queue id; then a send to ``%RETRY%<group>`` whose
 ``reconsumeTimes`` reached the group's maximum goes to ``%DLQ%<group>`` (marked as a
-dead letter). A message with a delay level is stored in the schedule topic
-(:func:`~reconsume.engine.scheduled.to_schedule`). The message is appended to the store,
+dead letter). A message with a delay level is stored in the schedule topic, one with a timer
+property (TIMER_DELAY_SEC / TIMER_DELAY_MS / TIMER_DELIVER_MS) due in the future in the timer
+topic (:func:`~reconsume.engine.timer_message.route_delayed`). The message is appended to the store,
 held pulls of its queue (or the schedule worker of its level) are woken, and under Sync
 flush the answer waits (without blocking the event loop) for the fsync that covers it.
 """
@@ -14,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Sequence
 
 from reconsume.broker.context import BrokerContext
-from reconsume.engine.scheduled import to_schedule
+from reconsume.engine.timer_message import asks_for_delay, is_timer_message, route_delayed
 from reconsume.errors import InvalidArgumentError, StoreError
 from reconsume.message import properties as props
 from reconsume.message.address import HostAddress
@@ -26,6 +28,7 @@ from reconsume.message.configs import PERM_READ_WRITE, TopicConfig, is_writable
 from reconsume.message.ids import offset_msg_id
 from reconsume.message.names import (
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
     dead_letter_topic,
     is_retry_topic,
     validate_topic,
@@ -49,6 +52,7 @@ REGION_ID = "DefaultRegion"
 _NOT_SENDABLE = frozenset(
     {
         SCHEDULE_TOPIC,
+        TIMER_TOPIC,
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",
@@ -183,9 +187,20 @@ class SendProcessor:
         properties[props.CLUSTER] = self.context.settings.cluster_name
         if topic != header.topic:  # a dead letter: delivered as is, never delayed
             self.context.dead_letter_sent(properties, header.topic)
-        elif not batch and props.DELAY_TIME_LEVEL in properties:
-            # A delayed message waits in the schedule topic (the response keeps its queue).
-            topic, queue_id = to_schedule(properties, topic, queue_id, self.context.delays)
+        elif not batch and asks_for_delay(properties):
+            # A delayed message waits in the schedule or timer topic (the response keeps its
+            # queue); one past the longest timer delay or with a garbled time is illegal.
+            try:
+                topic, queue_id = route_delayed(
+                    properties,
+                    topic,
+                    queue_id,
+                    self.context.delays,
+                    now_ms=time.time_ns() // 1_000_000,
+                    max_delay_ms=self.context.settings.timer_max_delay_s * 1000,
+                )
+            except InvalidArgumentError as exc:
+                raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
         encoded = props.encode_properties(properties)
         max_bytes = self.context.store.settings.max_message_bytes
         if len(body) > max_bytes:
@@ -212,7 +227,9 @@ class SendProcessor:
 
         if not batch:
             return [put(body, encoded, header.flag)]
-        if int(properties.get(props.DELAY_TIME_LEVEL, "0") or 0) > 0:
+        if int(properties.get(props.DELAY_TIME_LEVEL, "0") or 0) > 0 or is_timer_message(
+            properties
+        ):
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch message cannot be delayed")
         try:
             items = decode_batch(body)
@@ -249,6 +266,8 @@ class SendProcessor:
             )
         if topic == SCHEDULE_TOPIC:
             context.schedule_appended(requests[0].queue_id)
+        elif topic == TIMER_TOPIC:
+            context.timer_appended()
         if store.settings.flush_mode is FlushMode.SYNC:
             return self._answer_when_durable(request, results, queue_id)
         return self._answer(request, results, queue_id, ResponseCode.SUCCESS)

@@ -4,9 +4,11 @@ Checks, in this order (DESIGN §3): the group's config (SUBSCRIPTION_GROUP_NOT_E
 broker writable (NO_PERMISSION), ``retryQueueNums <= 0`` (SUCCESS, the message is dropped and
 counted), the retry topic created with ``retryQueueNums`` queues and writable (NO_PERMISSION),
 the original found at the header's commit-log offset (SYSTEM_ERROR). Then the engine decides
-(:mod:`reconsume.engine.retry`): a retry is stored in the schedule topic at its delay level,
-a dead letter in ``%DLQ%<group>`` (one queue, readable and writable). Under Sync flush the
-answer waits for the fsync covering the stored message.
+with the group's retry policy (:mod:`reconsume.engine.retry`,
+:mod:`reconsume.engine.policies`): a retry is stored in the schedule topic at its delay level
+or in the timer topic after its policy's delay, a dead letter in ``%DLQ%<group>`` (one queue,
+readable and writable). Under Sync flush the answer waits for the fsync covering the stored
+message.
 """
 
 from __future__ import annotations
@@ -18,10 +20,16 @@ import time
 from collections.abc import Awaitable
 
 from reconsume.broker.context import BrokerContext
-from reconsume.engine.retry import DelayLevelPolicy, RetryDecision, max_reconsume_times
+from reconsume.engine.policies import retry_policy
+from reconsume.engine.retry import (
+    DelayLevelPolicy,
+    RetryDecision,
+    RetryPolicy,
+    max_reconsume_times,
+)
 from reconsume.engine.retry_message import origin_topic, send_back_request
 from reconsume.errors import InvalidArgumentError, StoreError
-from reconsume.message.configs import PERM_READ_WRITE, is_writable
+from reconsume.message.configs import PERM_READ_WRITE, SubscriptionGroupConfig, is_writable
 from reconsume.message.decode import decode_record
 from reconsume.message.names import dead_letter_topic, retry_topic, validate_group
 from reconsume.store import FlushMode, PutResult
@@ -41,6 +49,9 @@ class SendBackProcessor:
     def __init__(self, context: BrokerContext) -> None:
         self.context = context
         self.policy = DelayLevelPolicy(context.delays)
+        """The default policy: the broker's delay levels."""
+        self._policies: dict[str, tuple[SubscriptionGroupConfig, RetryPolicy]] = {}
+        """Per group: the config its policy was read from, and the policy."""
 
     def send_back(
         self, request: RemotingCommand, connection: Connection
@@ -79,7 +90,7 @@ class SendBackProcessor:
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
             )
         original = decode_record(record)
-        decision = self.policy.decide(
+        decision = self.policy_of(group).decide(
             original.reconsume_times,
             max_reconsume_times(group.retry_max_times, header.max_reconsume_times),
             header.delay_level,
@@ -109,6 +120,26 @@ class SendBackProcessor:
         if context.store.settings.flush_mode is FlushMode.SYNC:
             return self._when_durable(request, result, header.group, origin, decision)
         return self._succeeded(request, header.group, origin, decision)
+
+    def policy_of(self, group: SubscriptionGroupConfig) -> RetryPolicy:
+        """The group's retry policy (``groupRetryPolicy``), read once per config version. A
+        stored policy that does not parse (written by an older broker) means the delay levels."""
+        if group.group_retry_policy is None:
+            return self.policy
+        cached = self._policies.get(group.group_name)
+        if cached is not None and cached[0] is group:
+            return cached[1]
+        try:
+            policy = retry_policy(
+                group.group_retry_policy,
+                self.context.delays,
+                self.context.settings.timer_max_delay_s * 1000,
+            )
+        except InvalidArgumentError as exc:
+            log.warning("group %s: %s; retrying at the delay levels", group.group_name, exc)
+            policy = self.policy
+        self._policies[group.group_name] = (group, policy)
+        return policy
 
     async def _when_durable(
         self,

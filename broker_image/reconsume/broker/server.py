@@ -6,11 +6,11 @@ endpoint (``/metrics``, ``/healthz``, ``/readyz``) and runs the housekeeping Roc
 ``ClientHousekeepingService`` does (closing clients silent for two minutes).
 
 Start: HTTP endpoint, remoting port bound (not yet serving), store opened and recovered in a
-worker thread (so ``/healthz`` answers during a long recovery) with the schedule's due-time
-tag codes, handlers, the schedule service (which first finds what a crash left it to deliver
-again), remoting serving, registration. Stop: not ready at once, stop accepting, unregister,
-close client connections, stop the schedule service (its offsets persisted), flush and close
-the store, stop the HTTP endpoint.
+worker thread (so ``/healthz`` answers during a long recovery) with the schedule's and the
+timer's due-time tag codes, handlers, the schedule and timer services (after one scan for
+what a crash left them to deliver again), remoting serving, registration. Stop: not ready at
+once, stop accepting, unregister, close client connections, stop the schedule and timer
+services (their progress persisted), flush and close the store, stop the HTTP endpoint.
 """
 
 from __future__ import annotations
@@ -38,9 +38,12 @@ from reconsume.broker.send import SendProcessor
 from reconsume.broker.send_back import SendBackProcessor
 from reconsume.broker.settings import BrokerSettings
 from reconsume.engine.delays import DelayLevels
+from reconsume.engine.redelivery import delivered_origins
 from reconsume.engine.schedule import ScheduleService
 from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.scheduled import schedule_tags_code
+from reconsume.engine.timer import TimerService
+from reconsume.engine.timer_message import timer_tags_code
 from reconsume.errors import InvalidArgumentError, ReconsumeError
 from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore
@@ -106,6 +109,7 @@ class Broker:
         self._store: MessageStore | None = None
         self._context: BrokerContext | None = None
         self._schedule: ScheduleService | None = None
+        self._timer: TimerService | None = None
         self._registrar: Registrar | None = None
         self._registrations: Mapping[str, Sequence[int]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
@@ -178,7 +182,8 @@ class Broker:
         port = await _listen("listen", settings.listen_host, settings.listen_port, bind)
         store_host = settings.advertised(port)
         delays = DelayLevels.parse(settings.delay_levels)
-        tags_code = schedule_tags_code(delays)  # schedule-topic entries carry their due time
+        # Schedule-topic and timer-topic entries carry their due time as tag code.
+        tags_code = timer_tags_code(schedule_tags_code(delays))
         try:
             # Opened after binding: with port 0 the store host (in every record and offset
             # message id) must carry the port actually bound. The port serves no request
@@ -211,18 +216,25 @@ class Broker:
         )
         context.prepare_default_topic()
         self._register_handlers(context)
-        schedule = ScheduleService(
-            store,
-            delays,
-            context.append,
-            ScheduleSettings(persist_interval_ms=settings.offset_persist_interval_ms),
+        schedule_settings = ScheduleSettings(
+            persist_interval_ms=settings.offset_persist_interval_ms
         )
-        await schedule.start()
+        schedule = ScheduleService(store, delays, context.append, schedule_settings)
+        timer = TimerService(store, context.append, schedule_settings)
+        # One scan of the log for what both services delivered before a crash.
+        floors = [f for f in (schedule.scan_floor(), timer.scan_floor) if f is not None]
+        redelivered: set[int] = set()
+        if floors:
+            redelivered = await asyncio.to_thread(delivered_origins, store, min(floors))
+        await schedule.start(redelivered)
         context.schedule = self._schedule = schedule
+        await timer.start(redelivered)
+        context.timer = self._timer = timer
         self.server.on_disconnect.append(context.consumers.connection_closed)
         await self.server.start_serving()
         self._context = context
         registrar.start()
+        context.retry_drain.start()
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
             "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush)",
@@ -305,9 +317,14 @@ class Broker:
             await self._registrar.close()
             self._registrar = None
         await self.server.stop()
+        if self._context is not None:
+            await self._context.retry_drain.stop()
         if self._schedule is not None:
             await self._schedule.stop()
             self._schedule = None
+        if self._timer is not None:
+            await self._timer.stop()
+            self._timer = None
         self._context = None  # scrapes from here on leave out the closing store
         if self._store is not None:
             self._store.close()

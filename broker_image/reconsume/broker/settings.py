@@ -64,6 +64,10 @@ class BrokerSettings:
     delay_levels: str = DEFAULT_DELAY_LEVELS
     """Delay levels (``1s 5s ... 2h``; units ms s m h d), parsed by the engine's
     :func:`~reconsume.engine.delays.parse_delay_levels`."""
+    timer_max_delay_s: int = 3 * 24 * 3600
+    """Longest delay, in seconds, of a timer message (TIMER_DELAY_SEC / TIMER_DELAY_MS /
+    TIMER_DELIVER_MS) or a policy's retry (RocketMQ 5's ``timerMaxDelaySec``): a send asking
+    for more is refused, a longer retry delay is shortened to it."""
     http_listen: str | None = None
     """``ip:port`` of the HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``); port 0 picks
     a free one. None: no HTTP endpoint."""
@@ -113,7 +117,7 @@ class BrokerSettings:
             )
         if not isinstance(self.flush_mode, FlushMode):
             raise _invalid("flush_mode", f"{self.flush_mode!r} is not Async or Sync")
-        for setting in ("sync_flush_timeout_ms", "offset_persist_interval_ms"):
+        for setting in ("sync_flush_timeout_ms", "offset_persist_interval_ms", "timer_max_delay_s"):
             if getattr(self, setting) <= 0:
                 raise _invalid(setting, "must be positive")
         try:

@@ -2,8 +2,9 @@
 
 After the listener returns, RocketMQ's ``processConsumeResult`` decides: in clustering,
 messages after ``ack_index`` are sent back for a broker-side retry (or re-consumed locally
-after 5 s when even that fails); in broadcasting, failures are logged and dropped. Then the
-queue's offset advances to the smallest message still in flight.
+after ``local_retry_delay_s``, 5 s by default, when even that fails); in broadcasting, failures
+are logged and dropped. Then the queue's offset advances to the smallest message still in
+flight: past every message sent back, never past one waiting for its local retry.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from reconsume.client.listener import (
 )
 from reconsume.client.offsets import OffsetStore
 from reconsume.client.process_queue import ProcessQueue
+from reconsume.client.stats import ConsumerStats
 from reconsume.message.model import StoredMessage
 
 log = logging.getLogger(__name__)
 
 LOCAL_RETRY_DELAY_S = 5.0
+"""RocketMQ's pause before consuming again a batch that could not be sent back."""
 
 SendBackFn = Callable[[StoredMessage, str, int], Awaitable[bool]]
 
@@ -47,6 +50,8 @@ class ConcurrentService:
         batch_size: int,
         concurrency: int,
         executor: ThreadPoolExecutor,
+        local_retry_delay_s: float = LOCAL_RETRY_DELAY_S,
+        stats: ConsumerStats | None = None,
     ) -> None:
         self._listener = listener
         self._is_async = is_async_callable(listener)
@@ -58,10 +63,8 @@ class ConcurrentService:
         self._slots = asyncio.Semaphore(concurrency)
         self._executor = executor
         self._tasks: set[asyncio.Task[None]] = set()
-        self.failures_dropped = 0
-        """Broadcasting messages whose consumption failed and that were not retried."""
-        self.consumed = 0
-        self.failed = 0
+        self._local_retry_delay_s = local_retry_delay_s
+        self.stats = stats or ConsumerStats()
 
     def submit(self, messages: Sequence[StoredMessage], pq: ProcessQueue) -> None:
         for start in range(0, len(messages), self._batch_size):
@@ -123,11 +126,12 @@ class ConcurrentService:
         else:
             ack_index = -1
         failed = batch[ack_index + 1 :]
-        self.consumed += len(batch) - len(failed)
-        self.failed += len(failed)
+        stats = self.stats
+        stats.consumed += len(batch) - len(failed)
+        stats.failed += len(failed)
         again: list[StoredMessage] = []
         if failed and self._model is MessageModel.BROADCASTING:
-            self.failures_dropped += len(failed)
+            stats.dropped += len(failed)
             for message in failed:
                 log.warning("broadcast message %s failed and is dropped", message.msg_id)
         elif failed:
@@ -142,10 +146,11 @@ class ConcurrentService:
         if offset >= 0 and not pq.dropped:
             self._offsets.update(pq.queue, offset)
         if again:
+            stats.local_retries += len(again)
             self._spawn(self._later(again, pq))
 
     async def _later(self, messages: list[StoredMessage], pq: ProcessQueue) -> None:
-        await asyncio.sleep(LOCAL_RETRY_DELAY_S)
+        await asyncio.sleep(self._local_retry_delay_s)
         if pq.is_active():
             self.submit(messages, pq)
 

@@ -7,6 +7,10 @@ asyncio first::
 
 A send picks the next writable queue of the topic (round robin). When a broker fails with a
 retriable error the send is retried, up to ``retries`` times, on a queue of another broker.
+
+A send to ``%RETRY%<group>`` (a consumer's fallback retry) carries its RECONSUME_TIME and
+MAX_RECONSUME_TIMES properties in the request header instead, where the broker reads them,
+as RocketMQ's ``DefaultMQProducerImpl.sendKernelImpl`` does.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from reconsume.message import properties as props
 from reconsume.message.batch import BatchItem, encode_batch
 from reconsume.message.ids import UniqIdGenerator
 from reconsume.message.model import Message
-from reconsume.message.names import DEFAULT_TOPIC, validate_group, validate_topic
+from reconsume.message.names import DEFAULT_TOPIC, is_retry_topic, validate_group, validate_topic
 from reconsume.wire.broker_headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
@@ -31,6 +35,30 @@ from reconsume.wire.errors import raise_for_response
 from reconsume.wire.transport import RemotingClient
 
 _LOOPBACK_IP = b"\x7f\x00\x00\x01"
+
+
+RetryState = tuple[int | None, int | None]
+"""(reconsume times, max reconsume times) of a send to a retry topic, for its header."""
+
+
+def retry_state(topic: str, properties: dict[str, str]) -> RetryState:
+    """Take RECONSUME_TIME and MAX_RECONSUME_TIMES out of ``properties`` when ``topic`` is a
+    retry topic; the values go into the send's header. Other topics keep them as properties."""
+    if not is_retry_topic(topic):
+        return None, None
+
+    def take(name: str) -> int | None:
+        value = properties.pop(name, None)
+        if value is None:
+            return None
+        try:
+            return int(value)
+        except ValueError as exc:
+            raise InvalidArgumentError(
+                f"property {name} must be an integer, not {value!r}"
+            ) from exc
+
+    return take(props.RECONSUME_TIME), take(props.MAX_RECONSUME_TIMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +107,17 @@ class Producer:
         validate_topic(message.topic)
         properties = dict(message.properties)
         uniq = properties.setdefault(props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self._ids.create())
+        retry = retry_state(message.topic, properties)
         encoded = props.encode_properties(properties)
         return await self._send(
-            message.topic, message.flag, encoded, message.body, uniq, batch=False, queue=queue
+            message.topic,
+            message.flag,
+            encoded,
+            message.body,
+            uniq,
+            batch=False,
+            queue=queue,
+            retry=retry,
         )
 
     async def send_batch(
@@ -118,6 +154,7 @@ class Producer:
         *,
         batch: bool,
         queue: MessageQueue | None,
+        retry: RetryState = (None, None),
     ) -> SendResult:
         failed_broker: str | None = None
         last_error: RemotingError | None = None
@@ -125,7 +162,9 @@ class Producer:
             route = await self._routes.for_sending(topic, refresh=attempt > 0)
             target = queue or select_queue(route.write_queues, next(self._counter), failed_broker)
             try:
-                return await self._send_to(route, target, flag, properties, body, uniq, batch)
+                return await self._send_to(
+                    route, target, flag, properties, body, uniq, batch, retry
+                )
             except RemotingError as exc:
                 if not exc.retriable or queue is not None:
                     raise
@@ -143,6 +182,7 @@ class Producer:
         body: bytes,
         uniq: str,
         batch: bool,
+        retry: RetryState,
     ) -> SendResult:
         address = route.master_of(queue.broker_name)
         if address is None:
@@ -157,7 +197,8 @@ class Producer:
             born_timestamp=time.time_ns() // 1_000_000,
             flag=flag,
             properties=properties,
-            reconsume_times=0,
+            reconsume_times=retry[0] or 0,
+            max_reconsume_times=retry[1],
             batch=batch,
             broker_name=queue.broker_name,
         )

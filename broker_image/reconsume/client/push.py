@@ -28,7 +28,7 @@ from pathlib import Path
 
 from reconsume.client.assignment import Assignment, QueueSettings
 from reconsume.client.broker_api import BrokerApi
-from reconsume.client.concurrent import ConcurrentService
+from reconsume.client.concurrent import LOCAL_RETRY_DELAY_S, ConcurrentService
 from reconsume.client.identity import client_id
 from reconsume.client.listener import (
     ConcurrentListener,
@@ -45,6 +45,7 @@ from reconsume.client.producer import Producer
 from reconsume.client.rebalance import allocate_average
 from reconsume.client.routes import MessageQueue
 from reconsume.client.sendback import SendBack
+from reconsume.client.stats import ConsumerStats
 from reconsume.client.subscription import Subscription, heartbeat_body
 from reconsume.errors import InvalidArgumentError, ReconsumeError, RemotingError
 from reconsume.message.model import StoredMessage
@@ -75,6 +76,7 @@ class PushConsumer:
         max_held_per_queue: int = 1000,
         max_reconsume_times: int = -1,
         suspend_ms: int = 1000,
+        local_retry_delay_s: float = LOCAL_RETRY_DELAY_S,
         long_poll_ms: int = 15_000,
         rebalance_interval_s: float = 20.0,
         heartbeat_interval_s: float = 30.0,
@@ -91,6 +93,8 @@ class PushConsumer:
                 raise InvalidArgumentError(f"{name} must be in 1..1024, not {value}")
         if concurrency < 1 or max_held_per_queue < 1:
             raise InvalidArgumentError("concurrency and max_held_per_queue must be >= 1")
+        if local_retry_delay_s < 0:
+            raise InvalidArgumentError("local_retry_delay_s must be >= 0")
         self.group = group
         self.model = model
         self.consume_from = consume_from
@@ -104,6 +108,9 @@ class PushConsumer:
         self._max_held = max_held_per_queue
         self._max_reconsume = max_reconsume_times
         self._suspend_ms = suspend_ms
+        self._local_retry_delay_s = local_retry_delay_s
+        self.stats = ConsumerStats()
+        """What this consumer did with its messages (see :class:`ConsumerStats`)."""
         self._long_poll_ms = long_poll_ms
         self._rebalance_interval_s = rebalance_interval_s
         self._heartbeat_interval_s = heartbeat_interval_s
@@ -151,13 +158,12 @@ class PushConsumer:
 
     @property
     def consumed(self) -> int:
-        return self._service.consumed
+        return self.stats.consumed
 
     @property
     def failures_dropped(self) -> int:
         """Broadcasting messages whose consumption failed (dropped, as RocketMQ does)."""
-        service = self._service
-        return service.failures_dropped if isinstance(service, ConcurrentService) else 0
+        return self.stats.dropped
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> PushConsumer:
@@ -208,6 +214,7 @@ class PushConsumer:
             self.group,
             max_reconsume_times=max_times,
             timeout_s=self._timeout_s,
+            stats=self.stats,
         )
         self._service: ConcurrentService | OrderlyService
         if self._orderly_listener is not None:
@@ -215,13 +222,14 @@ class PushConsumer:
                 self._orderly_listener,
                 model=self.model,
                 offsets=self._offsets,
-                send_back=send_back,
+                dead_letter=send_back.dead_letter,
                 lock=self._locks.lock,
                 restore=self._restore,
                 batch_size=self._batch_size,
                 max_reconsume_times=max_times,
                 suspend_ms=self._suspend_ms,
                 executor=self._executor,
+                stats=self.stats,
             )
         else:
             assert self._concurrent_listener is not None
@@ -234,6 +242,8 @@ class PushConsumer:
                 batch_size=self._batch_size,
                 concurrency=self._concurrency,
                 executor=self._executor,
+                local_retry_delay_s=self._local_retry_delay_s,
+                stats=self.stats,
             )
         await self._heartbeat()
         self._assignment = Assignment(

@@ -28,6 +28,7 @@ from reconsume.client.listener import ConcurrentListener, OrderlyListener
 from reconsume.client.producer import Producer, SendResult
 from reconsume.client.push import PushConsumer
 from reconsume.client.routes import MessageQueue
+from reconsume.client.stats import ConsumerStats
 from reconsume.message.configs import SubscriptionGroupConfig
 from reconsume.message.model import Message
 
@@ -96,6 +97,11 @@ class SyncPushConsumer:
     @property
     def consumer(self) -> PushConsumer:
         return self._consumer
+
+    @property
+    def stats(self) -> ConsumerStats:
+        """The consumer's counters (read from any thread; they only grow)."""
+        return self._consumer.stats
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._consumer.subscribe(topic, expression)

@@ -7,8 +7,9 @@ dead-letters the message; otherwise it is retried at the requested level, or at
 the last level.
 
 :class:`RetryPolicy` is the seam for per-group policies: the delay-level policy here answers
-with a level; a later policy (Customized, Exponential) can answer with a delay in
-milliseconds for the timer wheel by extending :class:`RetryDecision`.
+with a level (the schedule service delivers it); the Customized and Exponential policies of
+:mod:`reconsume.engine.policies` answer with a delay in milliseconds (the timer wheel
+delivers it).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class DeadLetterReason(StrEnum):
 class RetryDecision:
     destination: Destination
     delay_level: int = 0
-    """For a retry: the delay level (1 to the last level)."""
+    """For a retry at a delay level: the level (1 to the last level); 0 with ``delay_ms``."""
+    delay_ms: int | None = None
+    """For a retry on the timer wheel: milliseconds from now (None: at ``delay_level``)."""
     reason: DeadLetterReason | None = None
     """For a dead letter: why."""
 
@@ -55,6 +58,10 @@ class RetryDecision:
     @classmethod
     def retry(cls, delay_level: int) -> RetryDecision:
         return cls(Destination.RETRY, delay_level=delay_level)
+
+    @classmethod
+    def retry_after(cls, delay_ms: int) -> RetryDecision:
+        return cls(Destination.RETRY, delay_ms=delay_ms)
 
     @classmethod
     def dead(cls, reason: DeadLetterReason) -> RetryDecision:

@@ -4,7 +4,8 @@ What RocketMQ's ``consumerSendMsgBack`` builds from the original: same body, fla
 properties, sysFlag and born time/host; ``reconsumeTimes + 1``; RETRY_TOPIC set to the
 original's topic when absent; ORIGIN_MESSAGE_ID kept, or set to the original's offset
 message id. A retry carries its delay level (DELAY) and is stored in the schedule topic
-until due. A dead letter additionally carries RocketMQ 5's DLQ_ORIGIN_TOPIC and
+until due, or, when the group's policy chose a delay in milliseconds, TIMER_OUT_MS and the
+timer topic. A dead letter additionally carries RocketMQ 5's DLQ_ORIGIN_TOPIC and
 DLQ_ORIGIN_MESSAGE_ID and reconsume's dead-letter time and reason.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import MutableMapping
 from reconsume.engine.delays import DelayLevels
 from reconsume.engine.retry import DeadLetterReason, RetryDecision
 from reconsume.engine.scheduled import to_schedule
+from reconsume.engine.timer_message import to_timer
 from reconsume.message import properties as props
 from reconsume.message.model import StoredMessage
 from reconsume.message.names import dead_letter_topic, retry_topic
@@ -76,6 +78,10 @@ def send_back_request(
             origin_message_id=origin_message_id(properties, original.msg_id),
             reason=decision.reason or DeadLetterReason.MAX_RECONSUME_TIMES,
             now_ms=now_ms,
+        )
+    elif decision.delay_ms is not None:  # a per-group policy's delay: the timer wheel
+        topic, queue_id = to_timer(
+            properties, retry_topic(group), queue_id, now_ms + decision.delay_ms
         )
     else:
         properties[props.DELAY_TIME_LEVEL] = str(decision.delay_level)

@@ -86,17 +86,24 @@ class ScheduleService:
         self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------ life cycle
-    async def start(self) -> None:
-        """Load the offsets, find what was delivered since they were persisted, start."""
+    def scan_floor(self) -> int | None:
+        """The commit-log offset a restart scans from for earlier deliveries (None: none)."""
+        floors = self._table.queues(REDELIVERY_SCAN_KEY)
+        return min(floors.values()) if floors else None
+
+    async def start(self, redelivered: set[int] | None = None) -> None:
+        """Load the offsets, find what was delivered since they were persisted (unless the
+        broker scanned once for every service: ``redelivered``, SCHEDULE_ORIGIN values), start."""
         existing = {level_of_queue(q) for q in self.store.queue_ids(SCHEDULE_TOPIC)}
         for level in sorted(set(self.levels.levels()) | existing):
             state = LevelState(level, self.levels.delay_ms(level), self._saved_offset(level))
             self._states[state.queue_id] = state
-        floors = self._table.queues(REDELIVERY_SCAN_KEY)
-        if floors:
-            self._redelivered = await asyncio.to_thread(
-                delivered_origins, self.store, min(floors.values())
-            )
+        if redelivered is None:
+            floor = self.scan_floor()
+            redelivered = set()
+            if floor is not None:
+                redelivered = await asyncio.to_thread(delivered_origins, self.store, floor)
+        self._redelivered = redelivered
         # Floors from now on: a crash before the first interval must find what is delivered.
         await self.persist()
         for state in self._states.values():

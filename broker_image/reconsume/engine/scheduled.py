@@ -20,7 +20,7 @@ from reconsume.engine.delays import DelayLevels, schedule_queue_id
 from reconsume.errors import InvalidArgumentError
 from reconsume.message import properties as props
 from reconsume.message.decode import decode_record
-from reconsume.message.names import SCHEDULE_TOPIC
+from reconsume.message.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from reconsume.store.requests import PutRequest, TagsCode, default_tags_code
 
 _DELAY_NEEDLE = props.DELAY_TIME_LEVEL
@@ -76,15 +76,15 @@ def correct_due_ms(due_ms: int, now_ms: int, delay_ms: int) -> int:
 
 
 def restore(record: bytes, schedule_offset: int) -> PutRequest:
-    """The put that delivers the schedule-topic ``record`` stored at commit-log offset
-    ``schedule_offset``; InvalidArgumentError when it names no valid real topic and queue."""
+    """The put that delivers the schedule-topic or timer-topic ``record`` stored at commit-log
+    offset ``schedule_offset``; InvalidArgumentError when it names no valid real topic and queue."""
     message = decode_record(record)
     properties = message.properties
     topic = properties.get(props.REAL_TOPIC)
     queue = properties.get(props.REAL_QUEUE_ID, "")
-    if not topic or topic == SCHEDULE_TOPIC or not queue.isdigit():
+    if not topic or topic in (SCHEDULE_TOPIC, TIMER_TOPIC) or not queue.isdigit():
         raise InvalidArgumentError(
-            f"schedule record at {schedule_offset} has no valid REAL_TOPIC/REAL_QID "
+            f"delayed record at {schedule_offset} has no valid REAL_TOPIC/REAL_QID "
             f"({topic!r}, {queue!r})"
         )
     properties.pop(props.DELAY_TIME_LEVEL, None)

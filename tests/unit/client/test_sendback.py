@@ -109,3 +109,16 @@ def test_max_reconsume_times_is_the_consumers() -> None:
     retry = send_back.fallback_message(stored(properties={props.MAX_RECONSUME_TIMES: "16"}))
     assert retry.topic == "%RETRY%other"
     assert retry.properties[props.MAX_RECONSUME_TIMES] == "3"
+
+
+def test_an_orderly_dead_letter_keeps_its_reconsume_times(send_back: SendBack) -> None:
+    # Orderly consumers give up with RECONSUME_TIME = the attempts so far (>= the maximum),
+    # which the broker turns into a dead letter (RocketMQ's orderly sendMessageBack).
+    message = stored(
+        topic="T", reconsume_times=16, properties={props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "U"}
+    )
+    retry = send_back.fallback_message(message, reconsume_time=message.reconsume_times)
+    assert retry.properties[props.RECONSUME_TIME] == "16"
+    assert retry.properties[props.MAX_RECONSUME_TIMES] == "16"
+    assert retry.properties[props.RETRY_TOPIC] == "T"
+    assert retry.delay_level == 19  # 3 + 16: the broker dead-letters it before any delay

@@ -1,0 +1,208 @@
+"""The broker's own Python cost per request, in-process, without sockets or a second process.
+
+    python -m bench.broker_requests [-n 20000] [--repeats 5]
+    python -m bench.broker_requests --instructions          # valgrind: instructions each
+    PYTHONPATH=/tmp/before/broker_image python -m bench.broker_requests   # another library
+
+A broker's request handlers run on one :class:`Connection` whose transport only collects
+what is written; the frames fed to it are the bytes reconsume's producer and push consumer
+send (SEND_MESSAGE_V2 of a 1 KiB body with a tag and a unique key; PULL_MESSAGE of 32 from
+a filled queue, with the commit-offset flag). CPU µs per request of the calling thread,
+best and median of the runs: what ``bench.client_throughput`` runs through the broker per
+request, minus the kernel's socket work and the wake-ups between processes. A third line
+times the client's side of a pull: decoding the records of a pull response
+(``reconsume.message.decode``), per record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import BENCH_DIR, DEFAULT_OUT, body_of, data_dir, median
+from reconsume.broker.context import BrokerContext
+from reconsume.broker.pull import PullProcessor
+from reconsume.broker.send import SendProcessor
+from reconsume.broker.server import guarded
+from reconsume.broker.settings import BrokerSettings
+from reconsume.message import properties as props
+from reconsume.message.address import HostAddress
+from reconsume.message.decode import iter_records
+from reconsume.store import MessageStore
+from reconsume.store.settings import FlushMode, StoreSettings
+from reconsume.wire.broker_headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from reconsume.wire.codes import RequestCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.frame import decode_frame, encode_frame
+from reconsume.wire.transport import Connection, Dispatcher
+
+TOPIC = "BenchRequests"
+QUEUES = 8
+RECORDS_PER_PULL = 32
+
+
+class _Transport:
+    """Collects writes; enough of asyncio.Transport for a Connection."""
+
+    def __init__(self) -> None:
+        self.written = 0
+        self.last = b""
+        self.wrote = asyncio.Event()
+
+    def write(self, data: bytes) -> None:
+        self.written += 1
+        self.last = data
+        self.wrote.set()
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def close(self) -> None:
+        pass
+
+
+def send_frame(index: int, body: bytes) -> bytes:
+    properties = props.encode_properties({"TAGS": "TagA", "UNIQ_KEY": f"7F0000010000{index:020X}"})
+    header = SendMessageRequestHeaderV2(
+        producer_group="bench-producer", topic=TOPIC, default_topic="TBW102",
+        default_topic_queue_nums=4, queue_id=index % QUEUES, sys_flag=0,
+        born_timestamp=int(time.time() * 1000), flag=0, properties=properties,
+        reconsume_times=0, batch=False, broker_name="bench-broker",
+    )  # fmt: skip
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), body)
+    return encode_frame(request)
+
+
+def pull_frame(queue_id: int, offset: int) -> bytes:
+    header = PullMessageRequestHeader(
+        consumer_group="bench-consumer", topic=TOPIC, queue_id=queue_id, queue_offset=offset,
+        max_msg_nums=32, sys_flag=0x1 | 0x2 | 0x4, commit_offset=offset,
+        suspend_timeout_millis=15_000, subscription="*", sub_version=1, expression_type="TAG",
+        broker_name="bench-broker",
+    )  # fmt: skip
+    return encode_frame(RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields()))
+
+
+async def _drive(connection: Connection, transport: _Transport, frames: list[bytes]) -> float:
+    """Feed every frame, wait until each is answered; the thread's CPU seconds."""
+    feed = connection.data_received
+    cpu = time.thread_time()
+    for frame in frames:
+        expected = transport.written + 1
+        feed(frame)
+        while transport.written < expected:  # an async handler answers from a task
+            transport.wrote.clear()
+            await transport.wrote.wait()
+    return time.thread_time() - cpu
+
+
+async def _measure(
+    directory: Path, count: int, repeats: int, only: str | None = None, dry: bool = False
+) -> dict[str, Any]:
+    """CPU µs per request of ``repeats`` runs of ``count`` sends, of ``count`` pulls and per
+    record of decoding ``count`` records of a pull response (``only`` one of them, once, for
+    instruction counting; ``dry``: set up, measure nothing)."""
+    settings = BrokerSettings(store_dir=str(directory), flush_mode=FlushMode.ASYNC)
+    store_settings = StoreSettings(flush_mode=FlushMode.ASYNC, commit_log_segment_bytes=64 << 20)
+    store = MessageStore(directory, store_settings, background=False)
+    result: dict[str, Any] = {"send_us": [], "pull_us": [], "decode_us": []}
+    try:
+        context = BrokerContext(settings, store, HostAddress.parse("127.0.0.1:10911"), lambda: None)
+        context.prepare_default_topic()
+        dispatcher = Dispatcher("bench-broker")
+        # Wrapped as the broker wraps them (reconsume.broker.server).
+        dispatcher.register(RequestCode.SEND_MESSAGE_V2, guarded(SendProcessor(context).send))
+        dispatcher.register(RequestCode.PULL_MESSAGE, guarded(PullProcessor(context).pull))
+        transport = _Transport()
+        connection = Connection(dispatcher)
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        body = body_of(1024)
+        sends = [send_frame(i, body) for i in range(count)]
+        await _drive(connection, transport, sends[: min(count, 2000)])  # warm-up
+        if only == "pull" or (only is None and not dry):
+            await _drive(connection, transport, sends)  # messages to pull
+        stored = store.max_offset(TOPIC, 0)
+        pulls = [pull_frame(i % QUEUES, (i // QUEUES * 32) % (stored - 32)) for i in range(count)]
+        await _drive(connection, transport, pulls[:100])  # warm-up
+        runs = 0 if dry else 1 if only else repeats
+        for _ in range(runs if only in (None, "send") else 0):
+            result["send_us"].append(await _drive(connection, transport, sends) / count * 1e6)
+        for _ in range(runs if only in (None, "pull") else 0):
+            result["pull_us"].append(await _drive(connection, transport, pulls) / count * 1e6)
+        # What the push consumer does with a pull response body (client side, message layer).
+        pulled = decode_frame(transport.last).body
+        bodies = count // RECORDS_PER_PULL
+        for _ in range(runs if only in (None, "decode") else 0):
+            cpu = time.thread_time()
+            for _ in range(bodies):
+                list(iter_records(pulled))
+            cpu = time.thread_time() - cpu
+            result["decode_us"].append(cpu / (bodies * RECORDS_PER_PULL) * 1e6)
+    finally:
+        store.close()
+    return result
+
+
+def _instructions(kind: str, count: int) -> int:
+    """Instructions per request under cachegrind: a run minus its dry run (needs valgrind;
+    deterministic to well under 1 %, unlike timings on a shared machine)."""
+
+    def run(*extra: str) -> int:
+        done = subprocess.run(
+            [
+                "valgrind", "--tool=cachegrind", "--cache-sim=no",
+                "--cachegrind-out-file=/dev/null", sys.executable, "-m", "bench.broker_requests",
+                "--only", kind, "-n", str(count), *extra,
+            ],
+            cwd=BENCH_DIR.parent,
+            env=dict(os.environ, PYTHONHASHSEED="0"),
+            check=True,
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+        line = next(x for x in done.stderr.splitlines() if "I   refs:" in x)
+        return int(line.split()[-1].replace(",", ""))
+
+    return (run() - run("--dry")) // count
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.broker_requests", description=__doc__)
+    parser.add_argument("-n", type=int, default=20_000, help="requests per run")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per request under valgrind instead of timing (n=2000)",
+    )
+    parser.add_argument("--only", choices=("send", "pull", "decode"), help=argparse.SUPPRESS)
+    parser.add_argument("--dry", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    labels = {
+        "send": "SEND_MESSAGE_V2 (1 KiB), broker",
+        "pull": "PULL_MESSAGE (32 of 1 KiB), broker",
+        "decode": "decoding a pulled record, client (message.decode.iter_records)",
+    }
+    if args.instructions:
+        for kind, label in labels.items():
+            print(f"{label}: {_instructions(kind, min(args.n, 2048)):,} instructions each")
+        return
+    with data_dir(DEFAULT_OUT / "data", "requests") as directory:
+        result = asyncio.run(_measure(directory, args.n, args.repeats, args.only, args.dry))
+    for kind, label in labels.items():
+        runs = result[f"{kind}_us"]
+        if runs:
+            print(f"{label}: best {min(runs):.1f} median {median(runs):.1f} CPU µs each")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""A name server and one broker as real ``reconsume`` processes on 127.0.0.1, for the client
+benchmarks (as ``tests/integration/cluster.py`` starts them, 64 MiB commit-log segments).
+
+    with servers(data_root, "Async") as running:
+        running.namesrv, running.broker_pid
+
+The store directory is created under ``data_root`` and removed when the servers stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import data_dir
+from reconsume.client.admin import AdminClient
+
+RECONSUME = str(Path(sys.executable).with_name("reconsume"))
+SMALL_SEGMENTS = "[store]\ncommit_log_segment_bytes = 67108864\n"
+"""64 MiB commit-log segments instead of 1 GiB: the disk is shared."""
+BROKER_NAME = "bench-broker"
+_LISTENING = re.compile(r"listening on (\S+)")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    address: str
+    output: list[str]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_server(*args: str, timeout_s: float = 30.0) -> Server:
+    """Run ``reconsume <args>`` and wait for its "listening on" line."""
+    process = subprocess.Popen(
+        [RECONSUME, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines: list[str] = []
+    found: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:  # keeps reading, so a chatty server never blocks on a full pipe
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            match = _LISTENING.search(line)
+            if match and not found:
+                found.append(match.group(1))
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    ready.wait(timeout_s)
+    if not found:
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"reconsume {' '.join(args)} did not start: {''.join(lines)}")
+    return Server(process, found[0], lines)
+
+
+@dataclass(frozen=True)
+class Running:
+    namesrv: str
+    broker: Server
+    flush_mode: str
+
+
+@contextmanager
+def servers(data_root: Path, flush_mode: str) -> Iterator[Running]:
+    """A name server and one broker (``--flush flush_mode``) with a fresh store."""
+    with ExitStack() as stack:
+        directory = stack.enter_context(data_dir(data_root, f"client-{flush_mode.lower()}"))
+        config = directory / "broker.toml"
+        config.write_text(SMALL_SEGMENTS)
+        namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+        stack.callback(namesrv.stop)
+        broker = start_server(
+            "broker", "--listen", "127.0.0.1:0", "--namesrv", namesrv.address,
+            "--store-dir", str(directory / "store"), "--broker-name", BROKER_NAME,
+            "--cluster", "bench", "--flush", flush_mode, "--config", str(config),
+        )  # fmt: skip
+        stack.callback(broker.stop)
+        yield Running(namesrv.address, broker, flush_mode)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (from /proc; 0 if unreadable)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+async def create_topic(namesrv: str, topic: str, queues: int, timeout_s: float = 30.0) -> None:
+    """Create ``topic`` on the broker and wait until the name server routes all its queues."""
+    deadline = time.monotonic() + timeout_s
+    async with AdminClient([namesrv]) as admin:
+        while not await admin.brokers():  # the broker registers just after it listens
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no broker registered with {namesrv} in {timeout_s:g}s")
+            await asyncio.sleep(0.02)
+        await admin.create_topic(topic, queues=queues)
+        while True:
+            route = await admin.route(topic)
+            if route is not None and len(route.read_queues) == queues:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} not routed with {queues} queues in {timeout_s:g}s")
+            await asyncio.sleep(0.02)

@@ -1,0 +1,355 @@
+"""The timer service: delivers the entries of the timer topic at their due time, to the ms.
+
+The durable log is the timer topic's consume queue (entries in send order, each with its due
+time as tag code); the in-memory index is a binary heap of ``due_ms << 40 | queue offset``
+(one int per waiting message; equal due times come out in send order). One task loads new
+consume-queue entries into the heap (woken by :meth:`TimerService.wake` when the broker
+appends to the timer topic), delivers every entry already due, then sleeps on an asyncio timer
+set to the heap's head. Nothing polls. Why a heap and not a hierarchical wheel: see
+``docs/architecture.md`` (exact order and millisecond precision at O(log n) per message in
+C, where a wheel in Python pays interpreter time per bucket and per tick).
+
+A delivery restores the real topic and queue (:func:`~reconsume.engine.scheduled.restore`,
+so the message carries SCHEDULE_ORIGIN = its timer record's commit-log offset) and hands the
+put to the broker's appender. A refused put (``StoreError``, ``OSError``) is retried at the
+same entry with a growing backoff; an entry that cannot be delivered at all is logged, counted
+and skipped.
+
+Durability, as for delay levels but with a set instead of an offset
+(:mod:`reconsume.engine.timer_progress`): a delivery joins the delivered set once durable
+(Sync flush: when its fsync completes; Async: at once); the set and the redelivery scan floor
+are written every ``persist_interval_ms``, at start and on stop. After a crash, entries not in
+the persisted set are delivered again; the start-up scan of the log from the floor finds which
+of them were delivered before, and each such re-delivery is a counted duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+from collections import deque
+from collections.abc import Callable
+
+from reconsume.engine.redelivery import delivered_origins
+from reconsume.engine.schedule import MIN_DUE_MS, Appender, wall_ms
+from reconsume.engine.schedule_state import ScheduleSettings
+from reconsume.engine.schedule_stats import ScheduleStats
+from reconsume.engine.scheduled import restore
+from reconsume.engine.timer_message import TIMER_QUEUE_ID, due_of_properties
+from reconsume.engine.timer_progress import (
+    DeliveredSet,
+    TimerProgress,
+    load_progress,
+    progress_path,
+    save_progress,
+)
+from reconsume.errors import CodecError, InvalidArgumentError, StoreError
+from reconsume.message.decode import peek_routing
+from reconsume.message.names import TIMER_TOPIC
+from reconsume.store import FlushMode, MessageStore, PutResult
+
+log = logging.getLogger(__name__)
+
+OFFSET_BITS = 40
+"""Heap keys are ``due_ms << OFFSET_BITS | queue offset``: 2^40 entries before offsets collide
+with due times (a due time needs 43 bits until the year 2248)."""
+OFFSET_MASK = (1 << OFFSET_BITS) - 1
+LOAD_BATCH = 4096
+"""Consume-queue entries indexed per pass: a long backlog is loaded between deliveries."""
+
+
+class _Batch:
+    """Deliveries appended together, joining the delivered set once durable."""
+
+    __slots__ = ("done", "durable", "first_offset", "offsets")
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+        """Consume-queue offsets of the delivered (or skipped) entries."""
+        self.first_offset: int | None = None
+        """Commit-log offset of the batch's first delivery (None: nothing appended)."""
+        self.done = False
+        self.durable: asyncio.Future[None] | None = None
+
+
+class TimerService:
+    """Call :meth:`start` on the broker's event loop once the store is open, :meth:`stop`
+    before closing it."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        append: Appender,
+        settings: ScheduleSettings | None = None,
+        *,
+        now_ms: Callable[[], int] = wall_ms,
+    ) -> None:
+        self.store = store
+        self.stats = ScheduleStats()
+        """``delivered`` is keyed by 0 (the timer has no levels)."""
+        self._append = append
+        self._settings = settings or ScheduleSettings()
+        self._now_ms = now_ms
+        self._sync = store.settings.flush_mode is FlushMode.SYNC
+        self._path = progress_path(store.root / "config")
+        saved = load_progress(self._path)
+        self.scan_floor = saved.redelivery_scan_from
+        """Commit-log offset a restart scans from for earlier deliveries (None: never ran)."""
+        self._delivered: DeliveredSet = saved.delivered()
+        self._heap: list[int] = []
+        self._loaded = 0
+        """The next consume-queue offset to index."""
+        self._inflight: deque[_Batch] = deque()
+        self._redelivered: set[int] = set()
+        self._appended = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._stopping = False
+        self._persist_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self, redelivered: set[int] | None = None) -> None:
+        """Find what was delivered since the progress was persisted (unless the broker scanned
+        for every service at once: ``redelivered``), then start delivering."""
+        if redelivered is None:
+            redelivered = set()
+            if self.scan_floor is not None:
+                redelivered = await asyncio.to_thread(
+                    delivered_origins, self.store, self.scan_floor
+                )
+        self._redelivered = redelivered
+        low = self.store.min_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
+        high = self.store.max_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
+        if self._delivered.low > high:  # recovery cut entries the progress already counted
+            log.warning("timer: progress %d beyond the queue's end %d", self._delivered.low, high)
+            self._delivered = DeliveredSet(high)
+        if self._delivered.low < low:
+            log.warning("timer: entries %d-%d removed by retention", self._delivered.low, low - 1)
+        self._loaded = max(self._delivered.low, low)
+        await self.persist()  # floors from now on: a crash before the first interval is covered
+        self._tasks.append(asyncio.create_task(self._worker(), name="timer"))
+        self._tasks.append(asyncio.create_task(self._persist_every(), name="timer-persist"))
+
+    async def stop(self) -> None:
+        """Finish deliveries in progress (up to ``stop_timeout_s``), then persist."""
+        self._stopping = True
+        self._stopped.set()
+        self._appended.set()
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=self._settings.stop_timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            self._tasks.clear()
+        durable = [b.durable for b in self._inflight if b.durable is not None]
+        if durable:  # confirm what was delivered, so that a clean restart repeats nothing
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._settings.stop_timeout_s):
+                    await asyncio.gather(*durable, return_exceptions=True)
+        await self.persist()
+
+    def wake(self) -> None:
+        """Something was appended to the timer topic."""
+        self._appended.set()
+
+    # ------------------------------------------------------------------ observation
+    def pending(self) -> int:
+        """Timer messages not delivered yet."""
+        unloaded = self.store.max_offset(TIMER_TOPIC, TIMER_QUEUE_ID) - self._loaded
+        return len(self._heap) + max(0, unloaded)
+
+    def next_due_ms(self) -> int | None:
+        return self._heap[0] >> OFFSET_BITS if self._heap else None
+
+    # ------------------------------------------------------------------ the worker
+    async def _worker(self) -> None:
+        while not self._stopping:
+            try:
+                await self._run()
+            except Exception:
+                # A bug must not stop the timer for good: log it and carry on after a pause.
+                log.exception("timer worker failed")
+                await self._pause(self._settings.retry_max_backoff_ms / 1000)
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            self._appended.clear()
+            loaded_all = self._load(LOAD_BATCH)
+            head_ms = await self._deliver_due()
+            now = self._now_ms()
+            if not loaded_all or (head_ms is not None and head_ms <= now):
+                await asyncio.sleep(0)  # more to load or deliver: let requests in between
+                continue
+            timeout_s = None if head_ms is None else (head_ms - now) / 1000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await self._appended.wait()
+
+    def _load(self, limit: int) -> bool:
+        """Index up to ``limit`` new consume-queue entries; returns whether none are left."""
+        store = self.store
+        high = store.max_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
+        offset = self._loaded
+        stop = min(high, offset + limit)
+        heap = self._heap
+        delivered = self._delivered
+        while offset < stop:
+            # One call answers from one consume-queue file at most.
+            entries = store.queue_entries(TIMER_TOPIC, TIMER_QUEUE_ID, offset, stop - offset)
+            if not entries:
+                first = store.min_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
+                if offset < first:  # retention removed entries never delivered
+                    log.error("timer: entries %d-%d removed before delivery", offset, first - 1)
+                    offset = first
+                    continue
+                high = offset  # nothing readable here now: try again on the next wake
+                break
+            for phys, _size, due_ms in entries:
+                if offset not in delivered:
+                    if due_ms < MIN_DUE_MS:  # indexed without the timer hook
+                        due_ms = self._due_from_record(phys)
+                    heapq.heappush(heap, due_ms << OFFSET_BITS | offset)
+                offset += 1
+        self._loaded = offset
+        return offset >= high
+
+    def _due_from_record(self, phys: int) -> int:
+        record = self.store.read_message(phys)
+        if record is None:
+            return 0  # due now: the delivery finds the record gone and skips it
+        routing = peek_routing(record, 0)
+        return due_of_properties(routing[4], routing[3])
+
+    async def _deliver_due(self) -> int | None:
+        """Deliver up to one batch of due entries, earliest first; returns the due time of the
+        head afterwards (None: nothing waits)."""
+        heap = self._heap
+        batch = _Batch()
+        last_end = -1
+        for _ in range(self._settings.batch_size):
+            if not heap:
+                break
+            key = heap[0]
+            due_ms = key >> OFFSET_BITS
+            if due_ms > self._now_ms():
+                break
+            offset = key & OFFSET_MASK
+            advance, result = await self._deliver(offset, due_ms)
+            if not advance:
+                break
+            heapq.heappop(heap)
+            batch.offsets.append(offset)
+            if result is not None:
+                if batch.first_offset is None:
+                    batch.first_offset = result.commit_log_offset
+                last_end = result.end_offset
+        if batch.offsets:
+            self._track(batch, last_end)
+        return heap[0] >> OFFSET_BITS if heap else None
+
+    async def _deliver(self, offset: int, due_ms: int) -> tuple[bool, PutResult | None]:
+        """Put one entry to its real topic, retrying while the store refuses. Returns whether
+        to move past the entry (False: stopping) and the put's result (None: skipped)."""
+        backoff_ms = self._settings.retry_min_backoff_ms
+        failures = 0
+        while True:
+            entries = self.store.queue_entries(TIMER_TOPIC, TIMER_QUEUE_ID, offset, 1)
+            record = self.store.read_message(entries[0][0]) if entries else None
+            if record is None:
+                return self._discard(offset, "its record is gone")
+            phys = entries[0][0]
+            try:
+                result = self._append(restore(record, phys))
+            except (InvalidArgumentError, CodecError) as exc:
+                return self._discard(offset, str(exc))
+            except (StoreError, OSError) as exc:
+                self.stats.put_failures += 1
+                if failures == 0:
+                    log.warning("timer: the store refused a delivery (%s); retrying", exc)
+                failures += 1
+                if await self._pause(backoff_ms / 1000):
+                    return False, None
+                backoff_ms = min(backoff_ms * 2, self._settings.retry_max_backoff_ms)
+                continue
+            stats = self.stats
+            stats.lateness.observe(max(0, self._now_ms() - due_ms) / 1000)
+            stats.delivered[0] = stats.delivered.get(0, 0) + 1
+            if phys in self._redelivered:
+                self._redelivered.discard(phys)
+                stats.redelivered_duplicates += 1
+            if failures:
+                log.warning("timer: delivered after %d refusals", failures)
+            return True, result
+
+    def _discard(self, offset: int, why: str) -> tuple[bool, None]:
+        log.error("timer: skipping the entry at queue offset %d: %s", offset, why)
+        self.stats.discarded += 1
+        return True, None
+
+    def _track(self, batch: _Batch, last_end: int) -> None:
+        """Add a delivered batch to the delivered set once it is durable. The worker does not
+        wait for the fsync: the next due entry must not be late by it."""
+        if last_end < 0 or not self._sync:
+            self._confirm(batch)
+            return
+        self._inflight.append(batch)
+        durable = asyncio.wrap_future(self.store.durable(last_end))
+        batch.durable = durable
+        durable.add_done_callback(lambda future: self._durable(batch, future))
+
+    def _durable(self, batch: _Batch, future: asyncio.Future[None]) -> None:
+        if future.cancelled():
+            return
+        failure = future.exception()
+        if failure is not None:
+            # The store turned read-only: these stay unconfirmed, so a restart (on healthy
+            # storage) delivers them again.
+            log.error("timer: deliveries not durable: %s", failure)
+            return
+        self._confirm(batch)
+
+    def _confirm(self, batch: _Batch) -> None:
+        batch.done = True
+        for offset in batch.offsets:
+            self._delivered.add(offset)
+        inflight = self._inflight
+        while inflight and inflight[0].done:
+            inflight.popleft()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` on a timer; returns True (early) when the service stops."""
+        if self._stopping:
+            return True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopped.wait()
+        return self._stopping
+
+    # ------------------------------------------------------------------ persistence
+    async def _persist_every(self) -> None:
+        while not await self._pause(self._settings.persist_interval_ms / 1000):
+            await self.persist()
+
+    def snapshot(self) -> TimerProgress:
+        """The progress to persist. The floor is the first unconfirmed delivery (or the log's
+        end), taken together with the set on the event loop: every delivery of an entry
+        outside the set lies at or past it."""
+        floor = self.store.commitlog.write_offset
+        for batch in self._inflight:
+            if not batch.done and batch.first_offset is not None:
+                floor = min(floor, batch.first_offset)
+        low, base, bits = self._delivered.snapshot()
+        return TimerProgress(low, base, bits, floor)
+
+    async def persist(self) -> None:
+        """Write the progress now (atomically, off the event loop, in snapshot order)."""
+        async with self._persist_lock:
+            progress = self.snapshot()
+            try:
+                await asyncio.to_thread(save_progress, self._path, progress)
+            except (OSError, StoreError) as exc:
+                log.warning(
+                    "persisting the timer progress failed (retrying next interval): %s", exc
+                )

@@ -1,0 +1,236 @@
+"""The timer service over a real store in a temporary directory: delivery in due-time order
+whatever the send order, an earlier entry overtaking a sleeping head, refused puts retried,
+undeliverable entries skipped, and crashes re-delivering exactly the un-persisted deliveries
+(counted) while persisted out-of-order progress is never repeated."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from reconsume.engine.delays import DelayLevels
+from reconsume.engine.schedule import wall_ms
+from reconsume.engine.schedule_state import ScheduleSettings
+from reconsume.engine.scheduled import schedule_tags_code
+from reconsume.engine.timer import TimerService
+from reconsume.engine.timer_message import TIMER_QUEUE_ID, timer_tags_code, to_timer
+from reconsume.engine.timer_progress import load_progress, progress_path
+from reconsume.errors import StoreError
+from reconsume.message import properties as props
+from reconsume.message.decode import decode_record
+from reconsume.message.model import StoredMessage
+from reconsume.message.names import TIMER_TOPIC
+from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
+
+from ..store._helpers import small_settings
+from .test_schedule import until
+
+FAST = ScheduleSettings(
+    persist_interval_ms=3_600_000, retry_min_backoff_ms=5, retry_max_backoff_ms=20
+)
+TAGS_CODE = timer_tags_code(schedule_tags_code(DelayLevels((1000,))))
+
+
+def open_store(root: Path, tags_code: object = TAGS_CODE) -> MessageStore:
+    return MessageStore(
+        root,
+        small_settings(flush_mode=FlushMode.SYNC, max_message_bytes=1024),
+        tags_code=tags_code,  # type: ignore[arg-type]
+        background=False,
+    )
+
+
+class Broker:
+    """What the broker does around the service: timer puts wake it, deliveries are appended
+    (and may be refused)."""
+
+    def __init__(self, store: MessageStore, settings: ScheduleSettings = FAST) -> None:
+        self.store = store
+        self.refuse = 0
+        self.service = TimerService(store, self.append, settings)
+
+    def append(self, request: PutRequest) -> PutResult:
+        if self.refuse:
+            self.refuse -= 1
+            raise StoreError("the disk is full")
+        return self.store.append(request)
+
+    def put_timer(self, body: bytes, due_ms: int, topic: str = "real") -> None:
+        properties = {props.KEYS: body.decode()}
+        where, queue_id = to_timer(properties, topic, 0, due_ms)
+        self.store.append(PutRequest(where, queue_id, body, props.encode_properties(properties)))
+        self.service.wake()
+
+    def delivered(self, topic: str = "real") -> list[StoredMessage]:
+        result = self.store.get_messages(topic, 0, 0, max_count=1000)
+        return [decode_record(record) for record in result.records]
+
+
+def due_of(copy: StoredMessage) -> int:
+    return int(copy.properties[props.TIMER_OUT_MS])
+
+
+async def crash(broker: Broker) -> None:
+    """The process dies: tasks vanish, nothing persists the progress."""
+    for task in broker.service._tasks:
+        task.cancel()
+    await asyncio.gather(*broker.service._tasks, return_exceptions=True)
+    broker.store.close()
+
+
+def test_messages_come_out_in_due_order_whatever_the_send_order(tmp_path: Path) -> None:
+    async def scenario() -> list[StoredMessage]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            base = wall_ms() + 80
+            offsets = list(range(0, 200, 5))
+            random.Random(7).shuffle(offsets)
+            for i, extra in enumerate(offsets):
+                broker.put_timer(f"m{i}".encode(), base + extra)
+            await until(lambda: len(broker.delivered()) == len(offsets))
+            assert broker.service.pending() == 0
+            await broker.service.stop()
+            return broker.delivered()
+
+    copies = asyncio.run(scenario())
+    dues = [due_of(c) for c in copies]
+    assert dues == sorted(dues)
+    for copy in copies:
+        assert copy.store_timestamp_ms >= due_of(copy)
+        assert props.SCHEDULE_ORIGIN in copy.properties
+        assert (copy.topic, copy.queue_id) == ("real", 0)
+
+
+def test_an_earlier_entry_overtakes_the_sleeping_head(tmp_path: Path) -> None:
+    async def scenario() -> tuple[list[bytes], float, int]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            broker.put_timer(b"late", wall_ms() + 5_000)
+            await asyncio.sleep(0.01)  # the worker sleeps until the late head
+            started = time.monotonic()
+            broker.put_timer(b"soon", wall_ms() + 30)
+            await until(lambda: len(broker.delivered()) == 1)
+            elapsed = time.monotonic() - started
+            pending = broker.service.pending()
+            await broker.service.stop()
+            return [c.body for c in broker.delivered()], elapsed, pending
+
+    bodies, elapsed, pending = asyncio.run(scenario())
+    assert bodies == [b"soon"]
+    assert pending == 1
+    assert 0.028 <= elapsed < 0.5
+
+
+def test_refused_puts_are_retried_at_the_same_entry(tmp_path: Path) -> None:
+    async def scenario() -> tuple[Broker, list[bytes]]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            broker.refuse = 4
+            await broker.service.start()
+            due = wall_ms() + 10
+            for i in range(5):
+                broker.put_timer(f"m{i}".encode(), due + i)
+            await until(lambda: len(broker.delivered()) == 5)
+            await broker.service.stop()
+            return broker, [c.body for c in broker.delivered()]
+
+    broker, bodies = asyncio.run(scenario())
+    assert bodies == [f"m{i}".encode() for i in range(5)]
+    assert (broker.service.stats.put_failures, broker.service.stats.discarded) == (4, 0)
+
+
+def test_an_entry_without_a_real_topic_is_skipped_and_counted(tmp_path: Path) -> None:
+    async def scenario() -> tuple[Broker, list[bytes]]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            broken = props.encode_properties({props.TIMER_OUT_MS: str(wall_ms())})
+            store.append(PutRequest(TIMER_TOPIC, TIMER_QUEUE_ID, b"lost", broken))
+            broker.put_timer(b"fine", wall_ms() + 5)
+            await until(lambda: len(broker.delivered()) == 1)
+            await broker.service.stop()
+            return broker, [c.body for c in broker.delivered()]
+
+    broker, bodies = asyncio.run(scenario())
+    assert bodies == [b"fine"]
+    assert broker.service.stats.discarded == 1
+
+
+@pytest.mark.parametrize("clean_first", [False, True])
+def test_a_crash_redelivers_only_what_was_not_persisted(tmp_path: Path, clean_first: bool) -> None:
+    """Entries are sent with due times out of order; some are delivered and persisted (the
+    low-water mark sits below delivered entries), some delivered after the last persist, then
+    the process dies. A restart delivers the un-persisted ones again, counted as duplicates,
+    and never repeats a persisted one."""
+    far = 3_600_000
+
+    async def first_run() -> tuple[set[bytes], set[bytes]]:
+        store = open_store(tmp_path)
+        broker = Broker(store)
+        await broker.service.start()
+        now = wall_ms()
+        # Offsets 0..9: even ones due soon, odd ones far away (they stay waiting).
+        for i in range(10):
+            broker.put_timer(f"a{i}".encode(), now + (5 if i % 2 == 0 else far))
+        await until(lambda: len(broker.delivered()) == 5)
+        await broker.service.persist()
+        persisted = {c.body for c in broker.delivered()}
+        for i in range(10, 14):
+            broker.put_timer(f"b{i}".encode(), wall_ms() + 5)
+        await until(lambda: len(broker.delivered()) == 9)
+        unpersisted = {c.body for c in broker.delivered()} - persisted
+        if clean_first:
+            await broker.service.stop()
+            store.close()
+        else:
+            await crash(broker)
+        return persisted, unpersisted
+
+    async def run_again() -> tuple[list[bytes], int, int]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            await until(lambda: broker.service.pending() == 5)
+            await broker.service.stop()
+            progress = load_progress(progress_path(tmp_path / "config"))
+            return (
+                [c.body for c in broker.delivered()],
+                broker.service.stats.redelivered_duplicates,
+                progress.low_water,
+            )
+
+    persisted, unpersisted = asyncio.run(first_run())
+    assert (len(persisted), len(unpersisted)) == (5, 4)
+    bodies, duplicates, low_water = asyncio.run(run_again())
+    expected_repeats = 0 if clean_first else 4
+    assert len(bodies) == 9 + expected_repeats
+    assert duplicates == expected_repeats
+    assert set(bodies[9:]) == (set() if clean_first else unpersisted)  # never a persisted one
+    assert low_water == 1  # offset 1 waits an hour: everything above is in the bitmap
+    # A clean stop persisted everything: nothing repeats.
+    bodies, duplicates, _ = asyncio.run(run_again())
+    assert (len(bodies), duplicates) == (9 + expected_repeats, 0)
+
+
+def test_an_entry_indexed_without_the_timer_hook_still_waits(tmp_path: Path) -> None:
+    # As after a tool recovered the store with the default hook: tag code = TAGS hash (0).
+    async def scenario() -> StoredMessage:
+        with open_store(tmp_path, tags_code=schedule_tags_code(DelayLevels((1,)))) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            broker.put_timer(b"late", wall_ms() + 60)
+            [(_phys, _size, tag)] = store.queue_entries(TIMER_TOPIC, 0, 0, 10)
+            assert tag == 0
+            await until(lambda: len(broker.delivered()) == 1)
+            await broker.service.stop()
+            [copy] = broker.delivered()
+            return copy
+
+    copy = asyncio.run(scenario())
+    assert copy.store_timestamp_ms >= due_of(copy)
