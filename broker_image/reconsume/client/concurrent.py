@@ -10,6 +10,7 @@ flight: past every message sent back, never past one waiting for its local retry
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,15 +61,46 @@ class ConcurrentService:
         self._send_back = send_back
         self._restore = restore
         self._batch_size = batch_size
-        self._slots = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
+        self._work: asyncio.Queue[tuple[list[StoredMessage], ProcessQueue]] | None = None
+        self._workers: list[asyncio.Task[None]] = []
         self._executor = executor
         self._tasks: set[asyncio.Task[None]] = set()
+        """Batches waiting for their local retry."""
         self._local_retry_delay_s = local_retry_delay_s
         self.stats = stats or ConsumerStats()
 
     def submit(self, messages: Sequence[StoredMessage], pq: ProcessQueue) -> None:
-        for start in range(0, len(messages), self._batch_size):
-            self._spawn(self._consume(list(messages[start : start + self._batch_size]), pq))
+        work = self._work
+        if work is None:
+            work = self._start_workers()
+        size = self._batch_size
+        if size == 1:
+            for message in messages:
+                work.put_nowait(([message], pq))
+        else:
+            for start in range(0, len(messages), size):
+                work.put_nowait((list(messages[start : start + size]), pq))
+
+    def _start_workers(self) -> asyncio.Queue[tuple[list[StoredMessage], ProcessQueue]]:
+        # A fixed set of ``concurrency`` workers takes batches from one queue: a task per
+        # batch cost more than the consumption itself in the consume benchmark.
+        work: asyncio.Queue[tuple[list[StoredMessage], ProcessQueue]] = asyncio.Queue()
+        self._work = work
+        self._workers = [
+            asyncio.ensure_future(self._worker(work)) for _ in range(self._concurrency)
+        ]
+        return work
+
+    async def _worker(self, work: asyncio.Queue[tuple[list[StoredMessage], ProcessQueue]]) -> None:
+        while True:
+            batch, pq = await work.get()
+            try:
+                await self._consume(batch, pq)
+            except Exception:
+                log.exception("consuming %d message(s) of %s failed", len(batch), pq.queue)
+            finally:
+                work.task_done()
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -76,25 +108,26 @@ class ConcurrentService:
         task.add_done_callback(self._tasks.discard)
 
     async def drain(self, timeout_s: float) -> None:
-        """Wait for batches in flight (shutdown)."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        """Wait for queued and running batches (shutdown)."""
+        if self._work is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await self._work.join()
 
     def cancel(self) -> None:
-        for task in self._tasks:
+        for task in [*self._workers, *self._tasks]:
             task.cancel()
 
     async def _consume(self, batch: list[StoredMessage], pq: ProcessQueue) -> None:
-        async with self._slots:
-            if not pq.is_active():
-                return  # handed over: the next owner reads it from the committed offset
-            pq.begin()
-            try:
-                context = ConcurrentContext(pq.queue)
-                status = await self._call([self._restore(m) for m in batch], context)
-                await self._process_result(batch, pq, status, context)
-            finally:
-                pq.end()
+        if not pq.is_active():
+            return  # handed over: the next owner reads it from the committed offset
+        pq.begin()
+        try:
+            context = ConcurrentContext(pq.queue)
+            status = await self._call([self._restore(m) for m in batch], context)
+            await self._process_result(batch, pq, status, context)
+        finally:
+            pq.end()
 
     async def _call(
         self, batch: list[StoredMessage], context: ConcurrentContext
