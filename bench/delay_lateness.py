@@ -59,6 +59,8 @@ SEGMENT_BYTES = 64 * 1024 * 1024
 RECONSUME = str(Path(sys.executable).with_name("reconsume"))
 _LISTENING = re.compile(r"listening on (\S+)")
 QUEUES = 8
+SEND_TICK_S = 0.005
+"""The producer sends ``rate * SEND_TICK_S`` messages at a time (10 at 2,000 msg/s)."""
 CUSTOMIZED_100MS = {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [100]}}
 """The timer-wheel retry case: every retry waits 100 ms, as level 3 does."""
 
@@ -162,10 +164,12 @@ def wall_ms() -> float:
 
 # ---------------------------------------------------------------------- lateness
 async def send_delayed(namesrv: str, topic: str, count: int, rate: float, seed: int) -> None:
-    """``count`` delayed messages at ``rate`` msg/s: even ones at a level, odd on the timer."""
+    """``count`` delayed messages at ``rate`` msg/s: even ones at a level, odd on the timer.
+    Sent in small concurrent chunks every ``SEND_TICK_S``, so the load is steady rather than
+    bursty (a burst of sends ahead of a due time makes that delivery wait behind them)."""
     rnd = random.Random(seed)
     started = time.monotonic()
-    chunk = 50
+    chunk = max(1, round(rate * SEND_TICK_S))
     async with Producer([namesrv]) as producer:
         for first in range(0, count, chunk):
             messages = []
@@ -314,6 +318,8 @@ def run(messages: int, rate: float, retry_messages: int, data_root: Path) -> dic
         "timer_delay_ms": list(TIMER_RANGE_MS),
         "messages": messages,
         "rate_msgs_per_s": rate,
+        "send_chunk": max(1, round(rate * SEND_TICK_S)),
+        "loadavg_after": os.getloadavg(),
         "flush_mode": "Async",
         "lateness": lateness,
         "retry": retries,

@@ -160,9 +160,6 @@ class TimerService:
         unloaded = self.store.max_offset(TIMER_TOPIC, TIMER_QUEUE_ID) - self._loaded
         return len(self._heap) + max(0, unloaded)
 
-    def next_due_ms(self) -> int | None:
-        return self._heap[0] >> OFFSET_BITS if self._heap else None
-
     # ------------------------------------------------------------------ the worker
     async def _worker(self) -> None:
         while not self._stopping:
@@ -202,6 +199,7 @@ class TimerService:
                 first = store.min_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
                 if offset < first:  # retention removed entries never delivered
                     log.error("timer: entries %d-%d removed before delivery", offset, first - 1)
+                    self.stats.discarded += first - offset
                     offset = first
                     continue
                 high = offset  # nothing readable here now: try again on the next wake

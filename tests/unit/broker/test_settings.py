@@ -44,6 +44,7 @@ def test_defaults_are_valid() -> None:
         ({"flush_mode": "sync"}, "flush_mode", "is not Async or Sync"),
         ({"sync_flush_timeout_ms": 0}, "sync_flush_timeout_ms", "must be positive"),
         ({"offset_persist_interval_ms": -5}, "offset_persist_interval_ms", "must be positive"),
+        ({"timer_max_delay_s": 0}, "timer_max_delay_s", "must be positive"),
         ({"delay_levels": ""}, "delay_levels", "no delay levels"),
         ({"delay_levels": "1s 2x"}, "delay_levels", "delay 2 ('2x')"),
         ({"http_listen": "8080"}, "http_listen", "is not host:port"),
