@@ -23,7 +23,7 @@ from reconsume.client.listener import (
     ConcurrentListener,
     ConsumeStatus,
     MessageModel,
-    checked_result,
+    call_listener,
     is_async_callable,
 )
 from reconsume.client.offsets import OffsetStore
@@ -132,20 +132,10 @@ class ConcurrentService:
     async def _call(
         self, batch: list[StoredMessage], context: ConcurrentContext
     ) -> ConsumeStatus | None:
-        try:
-            if self._is_async:
-                result = self._listener(batch, context)
-                return await cast(Awaitable[ConsumeStatus | None], result)
-            loop = asyncio.get_running_loop()
-            return cast(
-                ConsumeStatus | None,
-                checked_result(
-                    await loop.run_in_executor(self._executor, self._listener, batch, context)
-                ),
-            )
-        except Exception:
-            log.exception("listener failed on %d message(s) of %s", len(batch), context.queue)
-            return None
+        result = await call_listener(
+            self._listener, self._is_async, self._executor, batch, context, log
+        )
+        return cast(ConsumeStatus | None, result)
 
     async def _process_result(
         self,

@@ -8,11 +8,14 @@ exception or returning None counts as RECONSUME_LATER / SUSPEND_CURRENT_QUEUE_A_
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from reconsume.client.routes import MessageQueue
 from reconsume.message import properties as props
@@ -99,3 +102,26 @@ def checked_result(result: object) -> object:
             result.close()
         raise TypeError("the listener returned an awaitable from a thread; make it async def")
     return result
+
+
+_Status = TypeVar("_Status", ConsumeStatus, OrderlyStatus)
+
+
+async def call_listener(
+    listener: Callable[..., Any],
+    is_async: bool,
+    executor: Executor,
+    batch: list[StoredMessage],
+    context: ConcurrentContext | OrderlyContext,
+    log: logging.Logger,
+) -> Any:
+    """Run ``listener`` on ``batch``: awaited when it is async, on ``executor`` otherwise. An
+    exception is logged and answered with None (consume later / suspend)."""
+    try:
+        if is_async:
+            return await cast(Awaitable[Any], listener(batch, context))
+        loop = asyncio.get_running_loop()
+        return checked_result(await loop.run_in_executor(executor, listener, batch, context))
+    except Exception:
+        log.exception("listener failed on %d message(s) of %s", len(batch), context.queue)
+        return None

@@ -22,7 +22,7 @@ from reconsume.client.listener import (
     OrderlyContext,
     OrderlyListener,
     OrderlyStatus,
-    checked_result,
+    call_listener,
     is_async_callable,
 )
 from reconsume.client.offsets import OffsetStore
@@ -155,19 +155,7 @@ class OrderlyService:
     async def _call(
         self, batch: list[StoredMessage], context: OrderlyContext
     ) -> OrderlyStatus | None:
-        try:
-            if self._is_async:
-                result = self._listener(batch, context)
-                return await cast(Awaitable[OrderlyStatus | None], result)
-            loop = asyncio.get_running_loop()
-            return cast(
-                OrderlyStatus | None,
-                checked_result(
-                    await loop.run_in_executor(self._executor, self._listener, batch, context)
-                ),
-            )
-        except Exception:
-            log.exception(
-                "orderly listener failed on %d message(s) of %s", len(batch), context.queue
-            )
-            return None
+        result = await call_listener(
+            self._listener, self._is_async, self._executor, batch, context, log
+        )
+        return cast(OrderlyStatus | None, result)
