@@ -28,18 +28,14 @@ import inspect
 import json
 import os
 import random
-import re
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import DEFAULT_OUT, data_dir, machine_info, write_json
+from bench.common import DEFAULT_OUT, machine_info, write_json
+from bench.servers import SEGMENT_BYTES, create_topic, servers
 from reconsume.client.admin import AdminClient
 from reconsume.client.listener import ConcurrentContext, ConsumeFrom, ConsumeStatus
 from reconsume.client.producer import Producer
@@ -55,80 +51,11 @@ from reconsume.store import MessageStore, StoreSettings
 BENCH_LEVELS = "20ms 50ms 100ms 200ms 500ms 1s 2s 3s 4s 5s"
 LEVELS = DelayLevels.parse(BENCH_LEVELS)
 TIMER_RANGE_MS = (50, 5_000)
-SEGMENT_BYTES = 64 * 1024 * 1024
-RECONSUME = str(Path(sys.executable).with_name("reconsume"))
-_LISTENING = re.compile(r"listening on (\S+)")
 QUEUES = 8
 SEND_TICK_S = 0.005
 """The producer sends ``rate * SEND_TICK_S`` messages at a time (10 at 2,000 msg/s)."""
 CUSTOMIZED_100MS = {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [100]}}
 """The timer-wheel retry case: every retry waits 100 ms, as level 3 does."""
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[str]
-    address: str
-    output: list[str]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def start(*args: str) -> Server:
-    """Run ``reconsume <args>`` and wait for its "listening on" line."""
-    process = subprocess.Popen(
-        [RECONSUME, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    lines: list[str] = []
-    found: list[str] = []
-    ready = threading.Event()
-
-    def pump() -> None:  # keeps reading, so a chatty server never blocks on a full pipe
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            match = _LISTENING.search(line)
-            if match and not found:
-                found.append(match.group(1))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    ready.wait(30)
-    if not found:
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"reconsume {' '.join(args)} did not start: {''.join(lines)}")
-    return Server(process, found[0], lines)
-
-
-@contextmanager
-def servers(directory: Path) -> Iterator[tuple[str, Server]]:
-    """A name server and an Async-flush broker with the bench delay levels."""
-    config = directory / "broker.toml"
-    config.write_text(f"[store]\ncommit_log_segment_bytes = {SEGMENT_BYTES}\n")
-    with ExitStack() as stack:
-        namesrv = start("namesrv", "--listen", "127.0.0.1:0")
-        stack.callback(namesrv.stop)
-        broker = start(
-            "broker", "--listen", "127.0.0.1:0", "--namesrv", namesrv.address,
-            "--store-dir", str(directory / "store"), "--broker-name", "bench-delay",
-            "--cluster", "bench", "--flush", "Async", "--config", str(config),
-            "--delay-levels", BENCH_LEVELS,
-        )  # fmt: skip
-        stack.callback(broker.stop)
-        yield namesrv.address, broker
 
 
 async def until(probe: Callable[[], Any], timeout_s: float, what: str) -> None:
@@ -144,18 +71,6 @@ async def until(probe: Callable[[], Any], timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not reached within {timeout_s:g}s")
         await asyncio.sleep(0.02)
-
-
-async def create_topic(namesrv: str, topic: str) -> None:
-    async with AdminClient([namesrv]) as admin:
-        await until(admin.brokers, 30, "broker registered")  # it registers after listening
-        await admin.create_topic(topic, queues=QUEUES)
-
-        async def routed() -> bool:
-            route = await admin.route(topic)
-            return route is not None and len(route.read_queues) == QUEUES
-
-        await until(routed, 30, f"route of {topic}")
 
 
 def wall_ms() -> float:
@@ -188,7 +103,7 @@ async def send_delayed(namesrv: str, topic: str, count: int, rate: float, seed: 
 async def lateness_run(namesrv: str, count: int, rate: float) -> dict[str, float]:
     """Send and consume; returns arrival wall time (ms) per UNIQ_KEY."""
     topic = "BenchDelay"
-    await create_topic(namesrv, topic)
+    await create_topic(namesrv, topic, QUEUES)
     arrivals: dict[str, float] = {}
 
     async def listener(messages: list[StoredMessage], context: ConcurrentContext) -> ConsumeStatus:
@@ -266,7 +181,7 @@ async def retry_run(
 ) -> dict[str, Any]:
     """Fail once, succeed on redelivery: msg/s from the consumer's start to the last success."""
     topic, group = f"BenchRetry-{name}", f"bench-retry-{name}"
-    await create_topic(namesrv, topic)
+    await create_topic(namesrv, topic, QUEUES)
     async with AdminClient([namesrv]) as admin:
         await admin.create_group(SubscriptionGroupConfig(group, group_retry_policy=policy))
     async with Producer([namesrv]) as producer:
@@ -303,15 +218,16 @@ async def retry_run(
 
 # ---------------------------------------------------------------------- running it
 def run(messages: int, rate: float, retry_messages: int, data_root: Path) -> dict[str, Any]:
-    with data_dir(data_root, "delay-lateness") as directory:
-        with servers(directory) as (namesrv, broker):
-            arrivals = asyncio.run(lateness_run(namesrv, messages, rate))
-            retries = [
-                asyncio.run(retry_run(namesrv, "levels", retry_messages, None)),
-                asyncio.run(retry_run(namesrv, "timer", retry_messages, CUSTOMIZED_100MS)),
-            ]
-            broker.stop()  # clean: the store opens without recovery work
-        lateness = read_lateness(directory / "store", arrivals)
+    delay_args = ("--delay-levels", BENCH_LEVELS)
+    with servers(data_root, "Async", *delay_args, name="delay-lateness") as running:
+        namesrv = running.namesrv
+        arrivals = asyncio.run(lateness_run(namesrv, messages, rate))
+        retries = [
+            asyncio.run(retry_run(namesrv, "levels", retry_messages, None)),
+            asyncio.run(retry_run(namesrv, "timer", retry_messages, CUSTOMIZED_100MS)),
+        ]
+        running.broker.stop()  # clean: the store opens without recovery work
+        lateness = read_lateness(running.store, arrivals)
     return {
         "scenario": "delay_lateness",
         "delay_levels": BENCH_LEVELS,

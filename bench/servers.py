@@ -25,7 +25,8 @@ from bench.common import data_dir
 from reconsume.client.admin import AdminClient
 
 RECONSUME = str(Path(sys.executable).with_name("reconsume"))
-SMALL_SEGMENTS = "[store]\ncommit_log_segment_bytes = 67108864\n"
+SEGMENT_BYTES = 64 * 1024 * 1024
+SMALL_SEGMENTS = f"[store]\ncommit_log_segment_bytes = {SEGMENT_BYTES}\n"
 """64 MiB commit-log segments instead of 1 GiB: the disk is shared."""
 BROKER_NAME = "bench-broker"
 _LISTENING = re.compile(r"listening on (\S+)")
@@ -89,13 +90,18 @@ class Running:
     namesrv: str
     broker: Server
     flush_mode: str
+    store: Path
+    """The broker's store directory (removed when the servers stop)."""
 
 
 @contextmanager
-def servers(data_root: Path, flush_mode: str) -> Iterator[Running]:
-    """A name server and one broker (``--flush flush_mode``) with a fresh store."""
+def servers(
+    data_root: Path, flush_mode: str, *broker_args: str, name: str = "client"
+) -> Iterator[Running]:
+    """A name server and one broker (``--flush flush_mode`` and ``broker_args``) with a fresh
+    store under ``data_root/<name>-<flush mode>``."""
     with ExitStack() as stack:
-        directory = stack.enter_context(data_dir(data_root, f"client-{flush_mode.lower()}"))
+        directory = stack.enter_context(data_dir(data_root, f"{name}-{flush_mode.lower()}"))
         config = directory / "broker.toml"
         config.write_text(SMALL_SEGMENTS)
         namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
@@ -103,10 +109,10 @@ def servers(data_root: Path, flush_mode: str) -> Iterator[Running]:
         broker = start_server(
             "broker", "--listen", "127.0.0.1:0", "--namesrv", namesrv.address,
             "--store-dir", str(directory / "store"), "--broker-name", BROKER_NAME,
-            "--cluster", "bench", "--flush", flush_mode, "--config", str(config),
+            "--cluster", "bench", "--flush", flush_mode, "--config", str(config), *broker_args,
         )  # fmt: skip
         stack.callback(broker.stop)
-        yield Running(namesrv.address, broker, flush_mode)
+        yield Running(namesrv.address, broker, flush_mode, directory / "store")
 
 
 def cpu_seconds(pid: int) -> float:
