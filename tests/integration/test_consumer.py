@@ -14,6 +14,7 @@ from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import retry_topic
 
 from .cluster import Cluster, Collector, create_topic, send_all, settled
+from .retry_support import retry_cluster, total
 from .wire_client import eventually
 
 TOPIC = "orders"
@@ -65,7 +66,7 @@ def test_two_consumers_receive_every_message_exactly_once(cluster: Cluster) -> N
     assert len(second.received) > 2_000
 
 
-def test_a_waiting_consumer_sees_a_new_message_within_50_ms(cluster: Cluster) -> None:
+def test_a_waiting_consumer_sees_a_new_message_within_50_ms(tmp_path: Path) -> None:
     arrivals: dict[str, float] = {}
 
     async def listener(messages: list[StoredMessage], context: ConcurrentContext) -> ConsumeStatus:
@@ -75,9 +76,15 @@ def test_a_waiting_consumer_sees_a_new_message_within_50_ms(cluster: Cluster) ->
             arrivals[message.uniq_key] = now
         return ConsumeStatus.CONSUME_SUCCESS
 
-    async def scenario() -> list[float]:
+    async def scenario(cluster: Cluster) -> list[float]:
         async with AdminClient(cluster.name_servers) as admin:
             await create_topic(admin, TOPIC, 1)
+        brokers = list(cluster.brokers.values())
+
+        async def all_pulls_held() -> bool:
+            # The topic's and the retry topic's queue on each broker: 4 pulls held.
+            return await total(brokers, "reconsume_long_poll_suspended") == 4
+
         c = PushConsumer(cluster.name_servers, GROUP, instance_name="waiter")
         c.subscribe(TOPIC)
         c.register_listener(listener)
@@ -87,15 +94,15 @@ def test_a_waiting_consumer_sees_a_new_message_within_50_ms(cluster: Cluster) ->
             await producer.send(Message(TOPIC, b"warm-up"))
             await eventually(lambda: _true(len(arrivals) == 1), what="warm-up")
             for i in range(20):
-                # Let the consumer's pull reach the broker and wait there.
-                await asyncio.sleep(0.05)
+                await eventually(all_pulls_held, what="the consumer waiting on every queue")
                 started = time.perf_counter()
                 result = await producer.send(Message(TOPIC, f"m{i}".encode()))
                 await eventually(lambda r=result: _true(r.msg_id in arrivals), what="arrival")  # type: ignore[misc]
                 latencies.append(arrivals[result.msg_id] - started)
         return latencies
 
-    latencies = sorted(asyncio.run(scenario()))
+    with retry_cluster(tmp_path) as cluster:
+        latencies = sorted(asyncio.run(scenario(cluster)))
     assert latencies[-1] < 0.050, latencies
 
 

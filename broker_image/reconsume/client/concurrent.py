@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import cast
 
 from reconsume.client.listener import (
-    ACK_ALL,
     ConcurrentContext,
     ConcurrentListener,
     ConsumeStatus,
@@ -176,6 +175,3 @@ class ConcurrentService:
         await asyncio.sleep(self._local_retry_delay_s)
         if pq.is_active():
             self.submit(messages, pq)
-
-
-__all__ = ["ACK_ALL", "ConcurrentService"]

@@ -85,10 +85,6 @@ class OrderlyService:
             self._running[pq] = task
             task.add_done_callback(lambda _t: self._running.pop(pq, None))
 
-    async def drain(self, timeout_s: float) -> None:
-        if self._running:
-            await asyncio.wait(set(self._running.values()), timeout=timeout_s)
-
     def cancel(self) -> None:
         for task in self._running.values():
             task.cancel()
