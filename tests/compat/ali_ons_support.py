@@ -1,0 +1,294 @@
+"""What the ali-ons tests share: one name server and two Sync-flush brokers (small commit-log
+segments, delay levels in tenths of a second), and ``ali_ons/driver.js`` run to completion
+(:func:`run_driver`) or in the background (:class:`DriverProcess`), its JSON-lines events
+parsed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from reconsume.wire.codes import RequestCode, ResponseCode
+
+from ..integration.cluster import start_broker
+from ..integration.processes import ServerProcess, start_server
+from ..integration.retry_support import TEST_DELAY_LEVELS
+from ..integration.wire_client import BrokerClient, eventually, ok
+from .conftest import NodeProject
+
+BROKERS = ("broker-a", "broker-b")
+QUEUES_PER_BROKER = 4
+TAG = "compat"
+DRIVER_TIMEOUT_S = 40
+"""A driver gives up (exit 2, saying so) 10 s before the test kills it."""
+REFUSALS = {ResponseCode.SYSTEM_ERROR, ResponseCode.REQUEST_CODE_NOT_SUPPORTED}
+
+Events = dict[str, list[dict[str, Any]]]
+T = TypeVar("T")
+
+
+@dataclass
+class Cluster:
+    namesrv: ServerProcess
+    brokers: dict[str, ServerProcess] = field(default_factory=dict)
+
+    def broker_of(self, address: str) -> str:
+        """The name of the broker listening on ``address`` (a message's store host)."""
+        names = [name for name, broker in self.brokers.items() if broker.address == address]
+        assert len(names) == 1, (address, {n: b.address for n, b in self.brokers.items()})
+        return names[0]
+
+
+@contextmanager
+def ali_ons_cluster(root: Path) -> Iterator[Cluster]:
+    """A name server and :data:`BROKERS` (cluster ``ali-ons``, Sync flush, 64 MiB commit-log
+    segments, the retry tests' millisecond delay levels), stopped cleanly afterwards."""
+    namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+    cluster = Cluster(namesrv)
+    try:
+        for name in BROKERS:
+            cluster.brokers[name] = start_broker(
+                namesrv.address,
+                name,
+                root / name,
+                cluster="ali-ons",
+                extra=("--delay-levels", TEST_DELAY_LEVELS),
+            )
+        yield cluster
+    finally:
+        for broker in cluster.brokers.values():
+            assert broker.stop() == 0, "".join(broker.output)
+        assert namesrv.stop() == 0, "".join(namesrv.output)
+
+
+async def create_topic(cluster: Cluster, topic: str) -> None:
+    """``topic`` with 4 queues on each broker, visible in the name server's route."""
+    async with BrokerClient() as admin:
+        for broker in cluster.brokers.values():
+            ok(await admin.create_topic(broker.address, topic, QUEUES_PER_BROKER))
+
+        async def routed() -> bool:
+            route = await admin.route(cluster.namesrv.address, topic) or {}
+            queues = {q["brokerName"]: q["writeQueueNums"] for q in route.get("queueDatas", [])}
+            return queues == dict.fromkeys(BROKERS, QUEUES_PER_BROKER)
+
+        await eventually(routed, what=f"route of {topic} on both brokers")
+
+
+def all_queues() -> list[str]:
+    """Every queue of a topic made by :func:`create_topic`, as ali-ons' driver names them."""
+    return sorted(f"{b}/{q}" for b in BROKERS for q in range(QUEUES_PER_BROKER))
+
+
+@dataclass
+class DriverRun:
+    returncode: int | None
+    events: Events
+    stderr: str
+
+    def __getitem__(self, kind: str) -> list[dict[str, Any]]:
+        return self.events.get(kind, [])
+
+    def explain(self) -> str:
+        tail = {kind: items[-3:] for kind, items in self.events.items()}
+        return f"driver exit {self.returncode}; last events {tail}; stderr:\n{self.stderr[-4000:]}"
+
+
+def parse_events(stdout: str) -> Events:
+    events: Events = {}
+    for line in stdout.splitlines():
+        event = json.loads(line)
+        events.setdefault(event["event"], []).append(event)
+    return events
+
+
+def driver_command(project: NodeProject, mode: str, options: dict[str, object]) -> list[str]:
+    return [
+        project.node,
+        str(project.script("driver.js")),
+        mode,
+        *(f"--{name}={value}" for name, value in options.items()),
+    ]
+
+
+def run_driver(project: NodeProject, mode: str, **options: object) -> DriverRun:
+    """Run ``driver.js <mode> --option=value ...`` to its end; it must exit 0 with "done"."""
+    options.setdefault("timeout-ms", (DRIVER_TIMEOUT_S - 10) * 1000)
+    try:
+        completed = subprocess.run(
+            driver_command(project, mode, options),
+            cwd=project.directory,
+            capture_output=True,
+            text=True,
+            timeout=DRIVER_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = exc.stdout or b""
+        text = output.decode(errors="replace") if isinstance(output, bytes) else output
+        pytest.fail(f"ali-ons driver hung past {DRIVER_TIMEOUT_S}s; its output:\n{text[-4000:]}")
+    run = DriverRun(completed.returncode, parse_events(completed.stdout), completed.stderr)
+    assert run.returncode == 0, run.explain()
+    assert run["done"], run.explain()
+    return run
+
+
+class DriverProcess:
+    """``driver.js consume`` in the background: its events as they come, ``close`` on its
+    stdin to stop it."""
+
+    def __init__(self, project: NodeProject, **options: object) -> None:
+        options.setdefault("timeout-ms", (DRIVER_TIMEOUT_S - 10) * 1000)
+        self.process = subprocess.Popen(
+            driver_command(project, "consume", options),
+            cwd=project.directory,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._lock = threading.Lock()
+        self._events: Events = {}
+        self._stderr: list[str] = []
+        self._readers = [
+            threading.Thread(target=self._read_events, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_events(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            event = json.loads(line)
+            with self._lock:
+                self._events.setdefault(event["event"], []).append(event)
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._stderr.append(line)
+
+    def snapshot(self) -> DriverRun:
+        with self._lock:
+            events = {kind: list(items) for kind, items in self._events.items()}
+        return DriverRun(self.process.poll(), events, "".join(self._stderr))
+
+    def __getitem__(self, kind: str) -> list[dict[str, Any]]:
+        return self.snapshot()[kind]
+
+    def assigned(self, topic: str) -> list[str] | None:
+        """The queues of ``topic`` it pulls now (its last "assigned" event), None before any."""
+        changes = [e for e in self["assigned"] if e["topic"] == topic]
+        return changes[-1]["queues"] if changes else None
+
+    def wait_for(self, probe: Callable[[], T], what: str, timeout_s: float = 20.0) -> T:
+        """Poll ``probe`` until it returns something truthy; fail if the driver exits first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = probe()
+            if value:
+                return value
+            run = self.snapshot()
+            assert run.returncode is None, f"driver exited waiting for {what}: {run.explain()}"
+            assert time.monotonic() < deadline, (
+                f"{what} not reached in {timeout_s}s: {run.explain()}"
+            )
+            time.sleep(0.02)
+
+    def close(self, timeout_s: float = 15.0) -> DriverRun:
+        """Ask it to close (it commits offsets and unregisters) and wait for its exit 0."""
+        assert self.process.stdin is not None
+        if self.process.poll() is None:
+            self.process.stdin.write("close\n")
+            self.process.stdin.flush()
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._release()
+        run = self.snapshot()
+        assert run.returncode == 0, run.explain()
+        assert run["closed"], run.explain()
+        return run
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self._release()
+
+    def _release(self) -> None:
+        for reader in self._readers:
+            reader.join(5)
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@contextmanager
+def background_consumer(project: NodeProject, **options: object) -> Iterator[DriverProcess]:
+    """A background consumer, killed if the test ends without closing it."""
+    process = DriverProcess(project, **options)
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+def check_protocol(run: DriverRun, exercised: Iterable[int]) -> None:
+    """Every request in ``exercised`` was made, and the servers refused none."""
+    rpcs = run["rpc"]
+    assert {e["code"] for e in rpcs} >= set(exercised)
+    refused = [e for e in rpcs if e.get("responseCode") in REFUSALS]
+    assert not refused, refused
+    # Only the pulls the brokers still held when the client closed may end without an answer.
+    unanswered = [e for e in rpcs if "error" in e and e["code"] != RequestCode.PULL_MESSAGE]
+    assert not unanswered, unanswered
+
+
+async def group_offsets(
+    cluster: Cluster, group: str, topic: str, queues: int = QUEUES_PER_BROKER
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(broker, queue) → (the group's committed offset or -1, the queue's max offset)."""
+    found = {}
+    async with BrokerClient() as client:
+        for name, broker in cluster.brokers.items():
+            for queue_id in range(queues):
+                response = await client.query_offset(broker.address, group, topic, queue_id)
+                committed = -1
+                if response.code == ResponseCode.SUCCESS:
+                    committed = int(response.ext_fields["offset"])
+                max_offset = await client.queue_offset(
+                    broker.address, RequestCode.GET_MAX_OFFSET, topic, queue_id
+                )
+                found[name, queue_id] = (committed, max_offset)
+    return found
+
+
+def committed_at_queue_ends(
+    cluster: Cluster, group: str, topic: str, queues: int = QUEUES_PER_BROKER
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """The brokers' offsets once every queue's committed offset is at its end (the client
+    commits with one-way requests, so they may land just after it exits)."""
+
+    async def all_committed() -> dict[tuple[str, int], tuple[int, int]] | None:
+        offsets = await group_offsets(cluster, group, topic, queues)
+        return offsets if all(c == m for c, m in offsets.values()) else None
+
+    result: dict[tuple[str, int], tuple[int, int]] = asyncio.run(
+        eventually(all_committed, what=f"{group}'s committed offsets at the ends of {topic}")
+    )
+    return result
