@@ -74,7 +74,7 @@ def send_frame(index: int, body: bytes) -> bytes:
     properties = props.encode_properties({"TAGS": "TagA", "UNIQ_KEY": f"7F0000010000{index:020X}"})
     header = SendMessageRequestHeaderV2(
         producer_group="bench-producer", topic=TOPIC, default_topic="TBW102",
-        default_topic_queue_nums=4, queue_id=index % QUEUES, sys_flag=0,
+        default_topic_queue_nums=QUEUES, queue_id=index % QUEUES, sys_flag=0,
         born_timestamp=int(time.time() * 1000), flag=0, properties=properties,
         reconsume_times=0, batch=False, broker_name="bench-broker",
     )  # fmt: skip

@@ -19,7 +19,12 @@ import time
 from collections.abc import Awaitable, Sequence
 
 from reconsume.broker.context import BrokerContext
-from reconsume.engine.timer_message import asks_for_delay, is_timer_message, route_delayed
+from reconsume.engine.timer_message import (
+    TIMER_PROPERTIES,
+    asks_for_delay,
+    is_timer_message,
+    route_delayed,
+)
 from reconsume.errors import InvalidArgumentError, StoreError
 from reconsume.message import properties as props
 from reconsume.message.address import HostAddress
@@ -60,6 +65,17 @@ _NOT_SENDABLE = frozenset(
         "OFFSET_MOVED_EVENT",
     }
 )
+_DECODE_IF = tuple(
+    name + props.NAME_VALUE_SEPARATOR
+    for name in (
+        props.DELAY_TIME_LEVEL,
+        props.TRANSACTION_PREPARED,
+        props.CLUSTER,
+        *TIMER_PROPERTIES,
+    )
+)
+"""A send whose properties string holds none of these names needs no decoding: nothing in it
+routes, refuses or is replaced (a false match, inside another name, only costs the decoding)."""
 _UNKNOWN_HOST = HostAddress(b"\x00\x00\x00\x00", 0)
 _BORN_HOST = "send.born_host"
 """Connection attribute: the peer's address as records store it."""
@@ -90,6 +106,9 @@ def parse_send_header(request: RemotingCommand) -> SendHeader:
 class SendProcessor:
     def __init__(self, context: BrokerContext) -> None:
         self.context = context
+        self._cluster_entry = props.encode_properties(
+            {props.CLUSTER: context.settings.cluster_name}
+        )
 
     def send(
         self, request: RemotingCommand, connection: Connection
@@ -176,14 +195,76 @@ class SendProcessor:
         batch: bool,
     ) -> list[PutRequest]:
         sys_flag = header.sys_flag | (MULTI_TAGS if config.topic_filter_type == "MULTI_TAG" else 0)
-        properties = props.decode_properties(header.properties or "")
-        if properties.get(props.TRANSACTION_PREPARED, "").lower() == "true" or (
-            sys_flag & TRANSACTION_MASK != TRANSACTION_NOT_TYPE
-        ):
+        if sys_flag & TRANSACTION_MASK != TRANSACTION_NOT_TYPE:
+            raise _Refused(ResponseCode.NO_PERMISSION, self._no_transactions())
+        raw = header.properties or ""
+        properties: dict[str, str] = {}
+        if not batch and topic == header.topic and not any(name in raw for name in _DECODE_IF):
+            # Nothing to look at or change but the cluster name: append it to the string as
+            # sent (what decoding and re-encoding would produce, minus that work).
+            if raw and raw[-1] != props.PROPERTY_SEPARATOR:
+                raw += props.PROPERTY_SEPARATOR
+            encoded = raw + self._cluster_entry
+        else:
+            properties = props.decode_properties(raw)
+            encoded, topic, queue_id = self._decoded(properties, header, topic, queue_id, batch)
+        max_bytes = self.context.store.settings.max_message_bytes
+        if len(body) > max_bytes:
             raise _Refused(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.context.address}] sending transaction message is forbidden",
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message is illegal: body of {len(body)} bytes exceeds the limit of "
+                f"{max_bytes} bytes",
             )
+        born_host = _born_host(connection)
+        reconsume_times = header.reconsume_times or 0
+        if not batch:
+            return [
+                PutRequest(
+                    topic=topic,
+                    queue_id=queue_id,
+                    body=body,
+                    properties=encoded,
+                    flag=header.flag,
+                    sys_flag=sys_flag,
+                    born_timestamp_ms=header.born_timestamp,
+                    born_host=born_host,
+                    reconsume_times=reconsume_times,
+                )
+            ]
+
+        def put(body: bytes, properties: str, flag: int) -> PutRequest:
+            return PutRequest(
+                topic=topic,
+                queue_id=queue_id,
+                body=body,
+                properties=properties,
+                flag=flag,
+                sys_flag=sys_flag,
+                born_timestamp_ms=header.born_timestamp,
+                born_host=born_host,
+                reconsume_times=reconsume_times,
+            )
+
+        if int(properties.get(props.DELAY_TIME_LEVEL, "0") or 0) > 0 or is_timer_message(
+            properties
+        ):
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch message cannot be delayed")
+        try:
+            items = decode_batch(body)
+        except InvalidArgumentError as exc:
+            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}") from None
+        return [
+            put(item.body, merge_properties(item.properties, encoded), item.flag) for item in items
+        ]
+
+    def _decoded(
+        self, properties: dict[str, str], header: SendHeader, topic: str, queue_id: int, batch: bool
+    ) -> tuple[str, str, int]:
+        """The stored properties, topic and queue of a message whose properties need a look:
+        a transaction is refused, a dead letter marked, a delayed message routed to the
+        schedule or timer topic."""
+        if properties.get(props.TRANSACTION_PREPARED, "").lower() == "true":
+            raise _Refused(ResponseCode.NO_PERMISSION, self._no_transactions())
         properties[props.CLUSTER] = self.context.settings.cluster_name
         if topic != header.topic:  # a dead letter: delivered as is, never delayed
             self.context.dead_letter_sent(properties, header.topic)
@@ -201,43 +282,10 @@ class SendProcessor:
                 )
             except InvalidArgumentError as exc:
                 raise _Refused(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
-        encoded = props.encode_properties(properties)
-        max_bytes = self.context.store.settings.max_message_bytes
-        if len(body) > max_bytes:
-            raise _Refused(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"the message is illegal: body of {len(body)} bytes exceeds the limit of "
-                f"{max_bytes} bytes",
-            )
-        born_host = _born_host(connection)
-        reconsume_times = header.reconsume_times or 0
+        return props.encode_properties(properties), topic, queue_id
 
-        def put(body: bytes, properties: str, flag: int) -> PutRequest:
-            return PutRequest(
-                topic=topic,
-                queue_id=queue_id,
-                body=body,
-                properties=properties,
-                flag=flag,
-                sys_flag=sys_flag,
-                born_timestamp_ms=header.born_timestamp,
-                born_host=born_host,
-                reconsume_times=reconsume_times,
-            )
-
-        if not batch:
-            return [put(body, encoded, header.flag)]
-        if int(properties.get(props.DELAY_TIME_LEVEL, "0") or 0) > 0 or is_timer_message(
-            properties
-        ):
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch message cannot be delayed")
-        try:
-            items = decode_batch(body)
-        except InvalidArgumentError as exc:
-            raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}") from None
-        return [
-            put(item.body, merge_properties(item.properties, encoded), item.flag) for item in items
-        ]
+    def _no_transactions(self) -> str:
+        return f"the broker[{self.context.address}] sending transaction message is forbidden"
 
     # ------------------------------------------------------------------ storing
     def _store(

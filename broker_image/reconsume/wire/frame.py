@@ -13,8 +13,9 @@ A response is encoded in its request's serialization type. Anything malformed ra
 
 from __future__ import annotations
 
-import json
 import struct
+
+import orjson
 
 from reconsume.errors import FrameError
 from reconsume.wire.codes import LanguageCode, SerializeType
@@ -29,8 +30,6 @@ _BIN_FIXED = struct.Struct(">hbhii")
 _I16 = struct.Struct(">h")
 _LANG_BY_NAME = {lang.name: int(lang) for lang in LanguageCode}
 _LANG_NAMES = {int(lang): lang.name for lang in LanguageCode}
-_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""One encoder for every header: ``json.dumps`` with options builds a new one per call."""
 
 
 # ---------------------------------------------------------------------------- encoding
@@ -46,7 +45,7 @@ def _json_header(cmd: RemotingCommand) -> bytes:
         header["remark"] = cmd.remark
     header["serializeTypeCurrentRPC"] = "JSON"
     header["version"] = cmd.version
-    return _JSON_ENCODER.encode(header).encode()
+    return orjson.dumps(header)
 
 
 def _binary_header(cmd: RemotingCommand) -> bytes:
@@ -91,11 +90,10 @@ def _as_int(value: object, name: str) -> int:
 
 def _decode_json_header(raw: bytes | memoryview) -> dict[str, object]:
     try:
-        # Strict UTF-8: json.loads(bytes) would also take UTF-16/32 and encoded surrogates.
-        header = json.loads(bytes(raw).decode())
-    except (ValueError, RecursionError) as exc:
-        # ValueError covers JSONDecodeError, UnicodeDecodeError and integers beyond Python's
-        # digit limit; RecursionError deeply nested arrays or objects.
+        # orjson takes strict UTF-8 only (no UTF-16/32, no encoded or escaped lone
+        # surrogates), integers within 64 bits and nesting up to 1024 levels.
+        header = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
         raise FrameError(f"JSON header does not parse: {exc}") from exc
     if not isinstance(header, dict):
         raise FrameError("JSON header is not an object")

@@ -61,19 +61,28 @@ class Header:
         return spec
 
     def to_ext_fields(self) -> dict[str, str]:
-        ext: dict[str, str] = {}
-        for attr, name, kind, _required in self._fields():
-            value = getattr(self, attr)
-            if value is None:
-                continue
-            if kind == _BOOL:
-                ext[name] = "true" if value else "false"
-            else:
-                ext[name] = str(value)
-        return ext
+        writer = type(self).__dict__.get("_writer_cache")
+        if writer is None:
+            writer = _compile_writer(self._fields())
+            type.__setattr__(type(self), "_writer_cache", writer)
+        result: dict[str, str] = writer(self)
+        return result
 
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
+        reader = cls.__dict__.get("_reader_cache")
+        if reader is None:
+            reader = _compile_reader(cls, cls._fields())
+            type.__setattr__(cls, "_reader_cache", reader)
+        try:
+            header: Self = reader(ext)
+        except (ValueError, TypeError, AttributeError):
+            # The compiled reader handles well-formed headers only; this one says what is wrong.
+            return cls._read_checked(ext)
+        return header
+
+    @classmethod
+    def _read_checked(cls, ext: Mapping[str, str]) -> Self:
         values: dict[str, Any] = {}
         for attr, name, kind, required in cls._fields():
             raw = ext.get(name)
@@ -93,6 +102,53 @@ class Header:
             else:
                 values[attr] = raw
         return cls(**values)
+
+
+# A header is read or written for every request on the hot path; the generic loop over the
+# field specs (a dict lookup, a kind test and a getattr per field) costs several times what
+# straight-line code per class does. These build that code once per class, as dataclasses
+# builds ``__init__``. Field names come from the class definitions, never from the wire.
+def _compile_reader(cls: type, spec: tuple[tuple[str, str, str, bool], ...]) -> Any:
+    # Each slot is set through its descriptor: a frozen dataclass's __init__ goes through
+    # object.__setattr__ per field, which costs twice as much.
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    lines = ["def read(ext):", "    get = ext.get", "    header = new(cls)"]
+    defaults = {f.name: f for f in dataclasses.fields(cls)}
+    for index, (attr, name, kind, required) in enumerate(spec):
+        value = f"v{index}"
+        namespace[f"set{index}"] = getattr(cls, attr).__set__
+        convert = {_INT: f"int({value})", _BOOL: f'{value}.strip().lower() == "true"'}
+        converted = convert.get(kind, value)
+        lines.append(f"    {value} = get({name!r})")
+        if required:
+            lines.append(f"    if {value} is None: raise ValueError")
+            lines.append(f"    set{index}(header, {converted})")
+            continue
+        field = defaults[attr]
+        if field.default_factory is not dataclasses.MISSING:
+            namespace[f"default{index}"] = field.default_factory
+            default = f"default{index}()"
+        else:
+            namespace[f"default{index}"] = field.default
+            default = f"default{index}"
+        lines.append(f"    set{index}(header, {default} if {value} is None else {converted})")
+    lines.append("    return header")
+    exec("\n".join(lines), namespace)
+    return namespace["read"]
+
+
+def _compile_writer(spec: tuple[tuple[str, str, str, bool], ...]) -> Any:
+    lines = ["def write(self):", "    ext = {}"]
+    for attr, name, kind, _required in spec:
+        lines.append(f"    v = self.{attr}")
+        if kind == _BOOL:
+            lines.append(f'    if v is not None: ext[{name!r}] = "true" if v else "false"')
+        else:
+            lines.append(f"    if v is not None: ext[{name!r}] = str(v)")
+    lines.append("    return ext")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)
+    return namespace["write"]
 
 
 # ------------------------------------------------------------------ name server

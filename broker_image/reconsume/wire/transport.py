@@ -61,6 +61,9 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.attributes: dict[str, Any] = {}
         """Per-connection state owned by the application (e.g. the client id)."""
+        self._outbox: list[bytes] | None = None
+        """While one read is dispatched: the frames its handlers answered at once, written
+        together when it is done (one write instead of one per request)."""
 
     # -------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -77,13 +80,20 @@ class Connection(asyncio.Protocol):
             log.warning("%s: closing connection from %s: %s", self._dispatcher.name, self.peer, exc)
             self.close()
             return
-        for command in commands:
-            if command.is_response:
-                future = self._pending.pop(command.opaque, None)
-                if future is not None and not future.done():
-                    future.set_result(command)
-            else:
-                self._handle(command)
+        if len(commands) > 1:
+            self._outbox = []
+        try:
+            for command in commands:
+                if command.is_response:
+                    future = self._pending.pop(command.opaque, None)
+                    if future is not None and not future.done():
+                        future.set_result(command)
+                else:
+                    self._handle(command)
+        finally:
+            outbox, self._outbox = self._outbox, None
+            if outbox and self._transport is not None and not self._transport.is_closing():
+                self._transport.write(b"".join(outbox))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -157,7 +167,10 @@ class Connection(asyncio.Protocol):
         """Write one command (no answer expected or already an answer)."""
         if self._transport is None or self._transport.is_closing():
             raise RemotingConnectError(f"connection to {self.peer} is closed")
-        self._transport.write(encode_frame(command))
+        if self._outbox is not None:
+            self._outbox.append(encode_frame(command))
+        else:
+            self._transport.write(encode_frame(command))
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its response."""

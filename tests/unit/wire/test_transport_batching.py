@@ -1,0 +1,72 @@
+"""Answers to the requests of one read leave in one write; an answer made later (by an async
+handler) leaves on its own, after them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.frame import FrameReader, encode_frame
+from reconsume.wire.transport import Connection, Dispatcher
+
+
+class _Transport:
+    """Records each write (enough of asyncio.Transport for a Connection)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def close(self) -> None:
+        pass
+
+
+def _echo(request: RemotingCommand, _connection: Connection) -> RemotingCommand:
+    return request.respond(ResponseCode.SUCCESS, ext_fields={"n": request.ext_fields["n"]})
+
+
+async def _later(request: RemotingCommand, _connection: Connection) -> RemotingCommand:
+    await asyncio.sleep(0)
+    return request.respond(ResponseCode.SUCCESS, ext_fields={"n": request.ext_fields["n"]})
+
+
+def _request(code: int, n: int) -> bytes:
+    return encode_frame(RemotingCommand.request(code, {"n": str(n)}))
+
+
+def _answered(writes: list[bytes]) -> list[list[str]]:
+    """The ``n`` of the answers in each write."""
+    return [[c.ext_fields["n"] for c in FrameReader().feed(w)] for w in writes]
+
+
+def test_requests_of_one_read_are_answered_in_one_write() -> None:
+    async def scenario() -> list[list[str]]:
+        dispatcher = Dispatcher("test")
+        dispatcher.register(RequestCode.HEART_BEAT, _echo)
+        dispatcher.register(RequestCode.QUERY_MESSAGE, _later)
+        transport = _Transport()
+        connection = Connection(dispatcher)
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        connection.data_received(
+            _request(RequestCode.HEART_BEAT, 1)
+            + _request(RequestCode.QUERY_MESSAGE, 2)
+            + _request(RequestCode.HEART_BEAT, 3)
+        )
+        connection.data_received(_request(RequestCode.HEART_BEAT, 4))
+        for _ in range(100):  # the async handler's task answers on a later turn of the loop
+            if len(transport.writes) == 3:
+                break
+            await asyncio.sleep(0)
+        return _answered(transport.writes)
+
+    assert asyncio.run(scenario()) == [["1", "3"], ["4"], ["2"]]
