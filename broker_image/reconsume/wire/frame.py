@@ -102,29 +102,44 @@ def _decode_json_header(raw: bytes | memoryview) -> dict[str, object]:
 
 def _json_command(raw: bytes | memoryview, body: bytes) -> RemotingCommand:
     header = _decode_json_header(raw)
-    language = header.get("language", "JAVA")
-    if isinstance(language, str):
+    get = header.get
+    language = get("language", "JAVA")
+    if type(language) is str:
         language = _LANG_BY_NAME.get(language, LanguageCode.OTHER)
-    ext = header.get("extFields")
+    ext = get("extFields")
     if ext is None:
         ext = {}
-    if not isinstance(ext, dict):
+    elif type(ext) is not dict:
         raise FrameError("header field extFields must be an object")
-    remark = header.get("remark")
-    if remark is not None and not isinstance(remark, str):
+    else:
+        # The decoded object is ours to keep. JSON object keys are always strings; Java sends
+        # every value as one, other clients numbers, booleans and nulls too.
+        for value in ext.values():
+            if type(value) is not str:
+                ext = {k: _ext_value(v) for k, v in ext.items() if v is not None}
+                break
+    remark = get("remark")
+    if remark is not None and type(remark) is not str:
         raise FrameError("header field remark must be a string")
+    code = get("code")
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    version = get("version", 0)
+    if not type(code) is type(opaque) is type(flag) is type(version) is type(language) is int:
+        code = _as_int(code, "code")
+        opaque = _as_int(opaque, "opaque")
+        flag = _as_int(flag, "flag")
+        version = _as_int(version, "version")
+        language = _as_int(language, "language")
     return RemotingCommand(
-        code=_as_int(header.get("code"), "code"),
-        opaque=_as_int(header.get("opaque", 0), "opaque"),
-        flag=_as_int(header.get("flag", 0), "flag"),
+        code=code,
+        opaque=opaque,
+        flag=flag,
         remark=remark,
-        # JSON object keys are always strings; Java sends every value as one.
-        ext_fields={
-            k: v if type(v) is str else _ext_value(v) for k, v in ext.items() if v is not None
-        },
+        ext_fields=ext,
         body=body,
-        language=_as_int(language, "language"),
-        version=_as_int(header.get("version", 0), "version"),
+        language=language,
+        version=version,
         serialize_type=SerializeType.JSON,
     )
 
