@@ -37,6 +37,42 @@ $(ALI_ONS_STAMP): $(ALI_ONS)/package.json $(ALI_ONS)/package-lock.json
 ## compat-deps: the npm packages of the compat tier (ali-ons), cached under $(CACHE_DIR)/npm
 compat-deps: $(ALI_ONS_STAMP)
 
+# The compat tier's Maven project (mqadmin): rocketmq-tools and its dependencies copied to
+# target/lib, again when the pom changes. Without mvn or java this only warns, like npm above.
+MQADMIN := tests/compat/mqadmin
+MQADMIN_STAMP := $(MQADMIN)/target/lib/.installed-$(shell cat $(MQADMIN)/pom.xml | cksum | cut -d' ' -f1)
+
+$(MQADMIN_STAMP): $(MQADMIN)/pom.xml
+	@if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then \
+		rm -rf $(MQADMIN)/target/lib \
+		&& mvn -f $(MQADMIN)/pom.xml -Dmaven.repo.local=$(CACHE_DIR)/m2 -B -q package \
+		&& touch $@; \
+	else \
+		echo "make: mvn or java not found, not installing $(MQADMIN) (its compat test needs both)"; \
+	fi
+
+## compat-deps: also mqadmin (Maven artifacts cached under $(CACHE_DIR)/m2)
+compat-deps: $(MQADMIN_STAMP)
+
+# The compat tier's Java client driver: Apache RocketMQ's rocketmq-client, pinned by its pom,
+# built into target/java-client-driver.jar (dependencies in target/lib); rebuilt when the pom
+# or a source changes. Without mvn or java this only warns, like npm above.
+JAVA_CLIENT := tests/compat/java
+JAVA_CLIENT_SOURCES := $(shell find $(JAVA_CLIENT)/src -name '*.java')
+JAVA_CLIENT_STAMP := $(JAVA_CLIENT)/target/.built-$(shell cat $(JAVA_CLIENT)/pom.xml | cksum | cut -d' ' -f1)
+
+$(JAVA_CLIENT_STAMP): $(JAVA_CLIENT)/pom.xml $(JAVA_CLIENT_SOURCES)
+	@if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then \
+		rm -rf $(JAVA_CLIENT)/target \
+		&& mvn -f $(JAVA_CLIENT)/pom.xml -Dmaven.repo.local=$(CACHE_DIR)/m2 -B -q package \
+		&& touch $@; \
+	else \
+		echo "make: mvn or java not found, not building $(JAVA_CLIENT) (its compat tests need both)"; \
+	fi
+
+## compat-deps: also the Java client driver (Maven artifacts cached under $(CACHE_DIR)/m2)
+compat-deps: $(JAVA_CLIENT_STAMP)
+
 ## demo: run the most complete thing reconsume can do on this machine, no cluster needed
 demo: $(STAMP)
 	$(BIN)/reconsume demo
@@ -52,9 +88,26 @@ lint: $(STAMP)
 test: lint compat-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# The Java side of the comparison with Apache RocketMQ (bench/java: RocketMQ's 5.3 servers from
+# Maven Central and the load generator), rebuilt when a pom or a Java source changes.
+BENCH_JAVA := bench/java
+BENCH_JAVA_STAMP := $(BENCH_JAVA)/loadgen/target/.built
+BENCH_JAVA_SOURCES := $(wildcard $(BENCH_JAVA)/pom.xml $(BENCH_JAVA)/*/pom.xml) \
+	$(shell find $(BENCH_JAVA) -path '*/src/*' -name '*.java' 2>/dev/null)
+
+$(BENCH_JAVA_STAMP): $(BENCH_JAVA_SOURCES)
+	mvn -f $(BENCH_JAVA)/pom.xml -Dmaven.repo.local=$(CACHE_DIR)/m2 -B -q package
+	@touch $@
+
+.PHONY: bench-java
+## bench-java: build bench/java (Apache RocketMQ and the load generator), cached in $(CACHE_DIR)/m2
+bench-java: $(BENCH_JAVA_STAMP)
+
 ## bench: run the benchmarks and rewrite bench/RESULTS.md
-bench: $(STAMP)
+bench: $(STAMP) bench-java
 	$(BIN)/python -m bench.run --write bench/RESULTS.md
 
+# clean keeps $(CACHE_DIR): downloads and the built kube-apiserver outlive the work tree.
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(ALI_ONS)/node_modules
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(ALI_ONS)/node_modules \
+		$(JAVA_CLIENT)/target

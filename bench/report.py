@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.client_report import render_client
 from bench.common import BENCH_DIR
+from bench.rocketmq_report import render_rocketmq
 
 CHANGES = BENCH_DIR / "CHANGES.md"
 TARGET_ASYNC_MSGS_PER_S = 200_000
@@ -17,6 +18,7 @@ FILES = {
     "read": "store_read",
     "recovery": "store_recovery",
     "client": "client_throughput",
+    "rocketmq": "compare_rocketmq",
 }
 """Scenario → the JSON file (without .json) its results are written to."""
 
@@ -315,6 +317,7 @@ def render(loaded: dict[str, Any]) -> str:
         ("read", "Read throughput", _read),
         ("recovery", "Recovery", _recovery),
         ("client", "Client throughput (loopback, real broker and name server)", render_client),
+        ("rocketmq", "reconsume vs Apache RocketMQ (one Java load generator)", render_rocketmq),
     )
     for key, title, fn in sections:
         if key in loaded:

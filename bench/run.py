@@ -4,6 +4,7 @@ python -m bench.run --write bench/RESULTS.md      # full sizes (what `make bench
 python -m bench.run --quick --out /tmp/bench      # seconds; the smoke test runs this
 python -m bench.run --scenarios append --messages 200000 --append-variants async-put
 python -m bench.run --scenarios client --write bench/RESULTS.md   # the client part only
+python -m bench.run --scenarios rocketmq --write bench/RESULTS.md # vs Apache RocketMQ only
 
 A run of some scenarios keeps the results of the others already in ``--out`` (from a run of the
 same kind, full or quick), so RESULTS.md still shows them, each with the command that made it.
@@ -20,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import client_throughput, store_append, store_read, store_recovery
+from bench import client_throughput, compare_rocketmq, store_append, store_read, store_recovery
 from bench.common import DEFAULT_OUT, Sizes, loadavg, machine_info, write_json
 from bench.report import FILES, load_run, render
 
-SCENARIOS = ("append", "read", "recovery", "client")
+SCENARIOS = ("append", "read", "recovery", "client", "rocketmq")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -147,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             result = store_read.run(sizes, data_root)
         elif scenario == "recovery":
             result = store_recovery.run(sizes, data_root)
+        elif scenario == "rocketmq":
+            result = compare_rocketmq.run(data_root, quick=args.quick)
         else:
             result = client_throughput.run(sizes, data_root)
         result["wall_seconds"] = time.perf_counter() - started

@@ -46,3 +46,88 @@ def ali_ons() -> NodeProject:
     if not (ALI_ONS_DIR / "node_modules" / "ali-ons" / "package.json").is_file():
         missing(f"ali-ons is not installed in {ALI_ONS_DIR}: run `make compat-deps`")
     return NodeProject(node, ALI_ONS_DIR)
+
+
+MQADMIN_DIR = HERE / "mqadmin"
+MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+JVM_FLAGS = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+"""A small heap and the quick JIT tier: mqadmin runs for about a second of CPU."""
+
+
+@dataclass(frozen=True)
+class Mqadmin:
+    java: str
+    """The ``java`` executable."""
+    directory: Path
+    """The Maven project: ``target/lib`` holds rocketmq-tools and its dependencies, and
+    ``conf/logback_tools.xml`` is the log configuration mqadmin loads from ROCKETMQ_HOME."""
+
+    def command(self, *args: str) -> list[str]:
+        """``mqadmin <args>``: MQAdminStartup with the jars of ``target/lib``."""
+        return [
+            self.java,
+            *JVM_FLAGS,
+            f"-Drocketmq.home.dir={self.directory}",  # what ROCKETMQ_HOME would say
+            # The client logs through slf4j (to stderr, by our logback config), not to files
+            # under ~/logs.
+            "-Drocketmq.client.logUseSlf4j=true",
+            "-cp",
+            str(self.directory / "target" / "lib" / "*"),
+            MQADMIN_MAIN,
+            *args,
+        ]
+
+
+@pytest.fixture(scope="session")
+def mqadmin() -> Mqadmin:
+    """Apache RocketMQ's mqadmin (rocketmq-tools, pinned by ``mqadmin/pom.xml``)."""
+    java = shutil.which("java")
+    if java is None:
+        missing("java is not installed (Debian: apt-get install openjdk-17-jre-headless maven)")
+    if not (MQADMIN_DIR / "target" / "lib" / "rocketmq-tools-4.9.8.jar").is_file():
+        missing(
+            f"rocketmq-tools is not installed in {MQADMIN_DIR}/target/lib: run `make compat-deps`"
+        )
+    return Mqadmin(java, MQADMIN_DIR)
+
+
+JAVA_CLIENT_DIR = HERE / "java"
+JAVA_CLIENT_JAR = JAVA_CLIENT_DIR / "target" / "java-client-driver.jar"
+
+
+@dataclass(frozen=True)
+class JavaClient:
+    java: str
+    """The ``java`` executable."""
+    jar: Path
+    """The driver (``java/src``), built by ``make compat-deps``; its manifest names the jars of
+    ``target/lib``: Apache RocketMQ's rocketmq-client 4.9.8 and its dependencies."""
+
+    def command(self, scenario: str, *args: str, state_dir: Path) -> list[str]:
+        """``driver <scenario> <args>``; the client writes its log and its broadcasting
+        offsets under ``state_dir`` (not under ~), and rebalances every second (not every
+        20 s), so it takes a new retry topic's queues soon after the route has them."""
+        return [
+            self.java,
+            "-Xms64m",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            f"-Drocketmq.client.logRoot={state_dir / 'logs'}",
+            f"-Drocketmq.client.localOffsetStoreDir={state_dir / 'offsets'}",
+            "-Drocketmq.client.rebalance.waitInterval=1000",
+            "-jar",
+            str(self.jar),
+            scenario,
+            *args,
+        ]
+
+
+@pytest.fixture(scope="session")
+def java_client() -> JavaClient:
+    """The Java client driver (Apache RocketMQ's Java client, pinned by ``java/pom.xml``)."""
+    java = shutil.which("java")
+    if java is None:
+        missing("java is not installed (Debian: apt-get install openjdk-17-jdk-headless maven)")
+    if not JAVA_CLIENT_JAR.is_file():
+        missing(f"the Java client driver is not built ({JAVA_CLIENT_JAR}): run `make compat-deps`")
+    return JavaClient(java, JAVA_CLIENT_JAR)

@@ -27,6 +27,7 @@ from prometheus_client.exposition import choose_encoder
 
 from reconsume.broker import health
 from reconsume.broker.admin import AdminProcessor
+from reconsume.broker.admin_stats import AdminStatsProcessor
 from reconsume.broker.clients import ClientProcessor
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.http_endpoint import HttpEndpoint, Request, Response, text
@@ -34,6 +35,7 @@ from reconsume.broker.metrics import broker_registry
 from reconsume.broker.offsets import OffsetProcessor
 from reconsume.broker.pull import PullProcessor
 from reconsume.broker.registration import Registrar
+from reconsume.broker.runtime_info import BrokerInfoProcessor, Throughput
 from reconsume.broker.send import SendProcessor
 from reconsume.broker.send_back import SendBackProcessor
 from reconsume.broker.settings import BrokerSettings
@@ -113,6 +115,7 @@ class Broker:
         self._registrar: Registrar | None = None
         self._registrations: Mapping[str, Sequence[int]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
+        self._throughput: Throughput | None = None
         self._stopping = False
 
     @property
@@ -265,6 +268,9 @@ class Broker:
         offsets = OffsetProcessor(context)
         clients = ClientProcessor(context)
         admin = AdminProcessor(context)
+        self._throughput = throughput = Throughput(context.stats, time.monotonic())
+        admin_stats = AdminStatsProcessor(context, throughput)
+        info = BrokerInfoProcessor(context, throughput)
         handlers: dict[int, Handler] = {
             RequestCode.SEND_MESSAGE: send.send,
             RequestCode.SEND_MESSAGE_V2: send.send,
@@ -289,6 +295,11 @@ class Broker:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
             RequestCode.VIEW_MESSAGE_BY_ID: admin.view_message,
+            RequestCode.GET_CONSUME_STATS: admin_stats.consume_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: admin_stats.consumed_by,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: admin_stats.connections,
+            RequestCode.GET_BROKER_RUNTIME_INFO: info.runtime_info,
+            RequestCode.GET_BROKER_CONFIG: info.broker_config,
         }
         for code, handler in handlers.items():
             self.dispatcher.register(code, guarded(handler))
@@ -296,6 +307,8 @@ class Broker:
     async def _housekeep(self) -> None:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            if self._throughput is not None:  # the rates of mqadmin's clusterList / brokerStatus
+                self._throughput.sample(time.monotonic())
             for connection in self.context.consumers.idle_connections(
                 time.monotonic(), CLIENT_MAX_IDLE_S
             ):

@@ -276,3 +276,26 @@ class DeleteTopicRequestHeader(Header):
 class DeleteSubscriptionGroupRequestHeader(Header):
     group_name: str
     remove_offset: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class GetConsumeStatsRequestHeader(Header):
+    """GET_CONSUME_STATS; without a topic: every topic the group has offsets for."""
+
+    consumer_group: str
+    topic: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    topic: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class GetConsumerConnectionListRequestHeader(Header):
+    consumer_group: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class GetBrokerConfigResponseHeader(Header):
+    version: str

@@ -203,6 +203,10 @@ JAVA_FIELDS: dict[str, list[tuple[str, str, bool]]] = {
         ("groupName", STR, True),
         ("removeOffset", BOOL, False),
     ],
+    "GetConsumeStatsRequestHeader": [("consumerGroup", STR, True), ("topic", STR, False)],
+    "QueryTopicConsumeByWhoRequestHeader": [("topic", STR, True)],
+    "GetConsumerConnectionListRequestHeader": [("consumerGroup", STR, True)],
+    "GetBrokerConfigResponseHeader": [("version", STR, True)],
 }
 
 

@@ -1,0 +1,300 @@
+"""reconsume side by side with Apache RocketMQ 5.3, driven by one Java load generator.
+
+    python -m bench.compare_rocketmq --out bench/out            # both flush modes, ~10 min
+    python -m bench.compare_rocketmq --quick --out /tmp/bench   # seconds, numbers meaningless
+    python -m bench.run --scenarios rocketmq --write bench/RESULTS.md   # the same, in RESULTS.md
+
+For each flush mode (Async, then Sync), one system at a time: a fresh name server and broker
+of reconsume (``bench.servers``), then of Apache RocketMQ (``bench.rocketmq_servers``: Maven
+Central jars, built with the load generator by ``bench/java``). Against each, the same
+commands of the load generator (``bench/java/loadgen``, Apache RocketMQ's 4.9.8 client), one
+JVM per command, each printing one JSON line:
+
+* setup: wait for the broker in the name server, create the topics (8 queues) and the retry
+  group's retry topic;
+* warm-up (unmeasured): 8 threads send for a while, then a push consumer drains what they sent,
+  so both brokers' send and pull paths are warm (the JVM's JIT compiles them);
+* produce: sync sends of 1 KiB bodies from 1 thread, then 8 threads sharing one producer;
+* consume (Async only): a pre-filled topic drained by one push consumer, msg/s from the first
+  receipt to the last;
+* retry (Async only): a listener fails each message once (RECONSUME_LATER: the broker's
+  send-back at delay level 3 + reconsumeTimes = 1 s on both brokers) and succeeds on its
+  redelivery; msg/s = messages / (consumer start to the last success);
+* lateness (Async only): delayed messages at a steady rate, half with a delay level, half with
+  the TIMER_DELIVER_MS property; lateness = the consumer's receive time - the intended delivery
+  time.
+
+Both brokers: one broker, 127.0.0.1, 64 MiB commit-log files, delay levels ``DELAY_LEVELS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.common import DEFAULT_OUT, loadavg, machine_info, write_json
+from bench.rocketmq_servers import (
+    BROKER_JVM,
+    BROKER_MAIN,
+    DELAY_LEVELS,
+    LOADGEN_JVM,
+    MVN_COMMAND,
+    NAMESRV_JVM,
+    NAMESRV_MAIN,
+    broker_conf,
+    display,
+    ensure_built,
+    loadgen_command,
+    rocketmq_servers,
+    versions,
+)
+from bench.servers import Running, cpu_seconds, servers
+
+SYSTEMS = ("reconsume", "rocketmq")
+FILE = "compare_rocketmq"
+RETRY_GROUP = "bench-retry"
+TOPICS = ("BenchWarmup", "BenchProduce", "BenchConsume", "BenchRetry", "BenchDelay")
+
+
+@dataclass(frozen=True, slots=True)
+class CompareSizes:
+    """How much each command does; ``full()`` is what RESULTS.md reports."""
+
+    warmup_seconds: float = 15.0
+    """Unmeasured sends (8 threads) and their draining before the measured commands."""
+    produce_seconds: float = 15.0
+    produce_warmup_seconds: float = 3.0
+    """Each produce JVM sends this long before its measured window (the client warms up)."""
+    consume_messages: int = 200_000
+    retry_messages: int = 20_000
+    lateness_seconds: float = 10.0
+    lateness_rate: float = 500.0
+    max_level: int = 6
+    timer_ms: tuple[int, int] = (1_000, 5_000)
+    flush_modes: tuple[str, ...] = ("Async", "Sync")
+
+    @classmethod
+    def full(cls) -> CompareSizes:
+        return cls()
+
+    @classmethod
+    def quick(cls) -> CompareSizes:
+        """Tiny sizes for the smoke test: seconds per system, numbers meaningless."""
+        return cls(
+            warmup_seconds=0.5,
+            produce_seconds=0.5,
+            produce_warmup_seconds=0.2,
+            consume_messages=500,
+            retry_messages=50,
+            lateness_seconds=1.0,
+            lateness_rate=40.0,
+            max_level=3,
+            timer_ms=(1_000, 2_000),
+            flush_modes=("Async",),
+        )
+
+
+def commands(sizes: CompareSizes, flush_mode: str) -> list[tuple[str, list[str]]]:
+    """(case, LoadGen arguments after ``--namesrv``) in the order they run."""
+    produce = ["--topic", "BenchProduce", "--seconds", f"{sizes.produce_seconds:g}"]
+    produce += ["--warmup-seconds", f"{sizes.produce_warmup_seconds:g}", "--body", "1024"]
+    cases = [
+        ("setup", ["setup", "--topics", ",".join(TOPICS), "--queues", "8",
+                   "--retry-groups", RETRY_GROUP]),
+        ("warmup", ["produce", "--topic", "BenchWarmup", "--threads", "8",
+                    "--seconds", f"{sizes.warmup_seconds:g}", "--warmup-seconds", "0"]),
+        ("warmup-drain", ["consume", "--topic", "BenchWarmup", "--group", "bench-warmup",
+                          "--messages", "WARMUP_SENT"]),
+        ("produce-1", ["produce", "--threads", "1", *produce]),
+        ("produce-8", ["produce", "--threads", "8", *produce]),
+    ]  # fmt: skip
+    if flush_mode == "Async":
+        messages = str(sizes.consume_messages)
+        lateness = [
+            "--seconds",
+            f"{sizes.lateness_seconds:g}",
+            "--rate",
+            f"{sizes.lateness_rate:g}",
+        ]
+        lateness += ["--levels", DELAY_LEVELS, "--max-level", str(sizes.max_level)]
+        lateness += [
+            "--timer-min-ms",
+            str(sizes.timer_ms[0]),
+            "--timer-max-ms",
+            str(sizes.timer_ms[1]),
+        ]
+        cases += [
+            ("fill", ["fill", "--topic", "BenchConsume", "--messages", messages]),
+            ("consume", ["consume", "--topic", "BenchConsume", "--group", "bench-consume",
+                         "--messages", messages]),
+            ("retry", ["retry", "--topic", "BenchRetry", "--group", RETRY_GROUP,
+                       "--messages", str(sizes.retry_messages)]),
+            ("lateness", ["lateness", "--topic", "BenchDelay", "--group", "bench-delay",
+                          *lateness]),
+        ]  # fmt: skip
+    return cases
+
+
+def _servers(system: str, data_root: Path, flush_mode: str) -> AbstractContextManager[Running]:
+    if system == "rocketmq":
+        return rocketmq_servers(data_root, flush_mode, DELAY_LEVELS)
+    return servers(data_root, flush_mode, "--delay-levels", DELAY_LEVELS, name="vs-rocketmq")
+
+
+def _loadgen(args: list[str], running: Running, log_root: Path) -> dict[str, Any]:
+    command = loadgen_command(args[0], running.namesrv, *args[1:], log_root=log_root)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{shlex.join(command)} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_system(
+    system: str, flush_mode: str, sizes: CompareSizes, data_root: Path, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Start ``system``'s pair, run every command against it, stop it."""
+    cases: dict[str, Any] = {}
+    started = time.perf_counter()
+    with _servers(system, data_root, flush_mode) as running:
+        start_seconds = time.perf_counter() - started
+        log_root = running.store.parent / "client-logs"
+        warmup_sent = "0"
+        for case, args in commands(sizes, flush_mode):
+            args = [warmup_sent if a == "WARMUP_SENT" else a for a in args]
+            load_start, cpu_start = loadavg(), cpu_seconds(running.broker.pid)
+            wall_start = time.perf_counter()
+            result = _loadgen(args, running, log_root)
+            result["wall_seconds"] = time.perf_counter() - wall_start
+            result["broker_cpu_seconds"] = cpu_seconds(running.broker.pid) - cpu_start
+            result["loadavg_start"] = load_start
+            result["args"] = args
+            cases[case] = result
+            if case == "warmup":
+                warmup_sent = str(result["messages"])
+            log(f"  {system} {flush_mode} {case}: {_brief(result)}")
+        stopping = time.perf_counter()
+    return {
+        "system": system,
+        "flush_mode": flush_mode,
+        "start_seconds": start_seconds,
+        "stop_seconds": time.perf_counter() - stopping,
+        "cases": cases,
+    }
+
+
+def _brief(result: dict[str, Any]) -> str:
+    if "msgs_per_s" in result:
+        return f"{result['msgs_per_s'] or 0:,.0f} msg/s"
+    if "all" in result:
+        level, timer = result["level"], result["timer"]
+        return (
+            f"lateness p50/p99 level {level.get('p50')}/{level.get('p99')} ms, "
+            f"timer {timer.get('p50')}/{timer.get('p99')} ms"
+        )
+    return f"{result.get('seconds', 0):.1f} s"
+
+
+def settings(sizes: CompareSizes) -> dict[str, Any]:
+    """What the report shows of how the servers and the load generator were run (``DIR``: the
+    run's data directory; ports are picked free for each run)."""
+    java_lib = "bench/java/servers/target/lib/*"
+    home = ("-Drocketmq.home.dir=DIR", "-Duser.home=DIR", "-cp", java_lib)
+    return {
+        "delay_levels": DELAY_LEVELS,
+        "sizes": asdict(sizes),
+        "mvn": display(MVN_COMMAND),
+        "namesrv_command": shlex.join(
+            ["java", *NAMESRV_JVM, *home, NAMESRV_MAIN, "-c", "namesrv.conf"]
+        ),
+        "broker_command": shlex.join(
+            ["java", *BROKER_JVM, *home, BROKER_MAIN, "-c", "broker.conf"]
+        ),
+        "broker_conf": {
+            mode: broker_conf(9876, 10911, "DIR/store", mode, DELAY_LEVELS)
+            for mode in sizes.flush_modes
+        },
+        "reconsume_commands": [
+            "reconsume namesrv --listen 127.0.0.1:0",
+            "reconsume broker --listen 127.0.0.1:0 --namesrv NAMESRV --store-dir DIR/store "
+            "--broker-name bench-broker --cluster bench --flush MODE --config broker.toml "
+            f"--delay-levels {shlex.quote(DELAY_LEVELS)}   # broker.toml: "
+            "[store] commit_log_segment_bytes = 67108864",
+        ],
+        "loadgen_prefix": display(loadgen_command("-", "-", log_root=Path("DIR"))[:-3]),
+        "loadgen_jvm": list(LOADGEN_JVM),
+        "commands": {
+            mode: [{"case": case, "args": shlex.join(args)} for case, args in commands(sizes, mode)]
+            for mode in sizes.flush_modes
+        },
+    }
+
+
+def run(
+    data_root: Path,
+    quick: bool = False,
+    log: Callable[[str], None] = print,
+    systems: Sequence[str] = SYSTEMS,
+) -> dict[str, Any]:
+    sizes = CompareSizes.quick() if quick else CompareSizes.full()
+    document: dict[str, Any] = {"scenario": FILE, "quick": quick, "settings": settings(sizes)}
+    reason = ensure_built(log)
+    if reason is not None:
+        if not quick:
+            raise RuntimeError(f"cannot compare with Apache RocketMQ: {reason}")
+        log(f"  skipped: {reason}")
+        document["skipped"] = reason
+        return document
+    document["versions"] = versions()
+    document["runs"] = [
+        run_system(system, flush_mode, sizes, data_root, log)
+        for flush_mode in sizes.flush_modes
+        for system in systems
+    ]
+    return document
+
+
+def _iter_rows(document: dict[str, Any]) -> Iterator[str]:
+    for entry in document.get("runs", []):
+        for case, result in entry["cases"].items():
+            yield f"{entry['system']:9s} {entry['flush_mode']:5s} {case:12s} {_brief(result)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.compare_rocketmq", description=__doc__)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON goes to OUT/" + FILE)
+    parser.add_argument("--data-dir", type=Path, help="where stores are created (OUT/data)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help="which pairs to run, comma-separated (default: %(default)s); e.g. reconsume alone "
+        "with PYTHONPATH naming another checkout's broker_image, for a before/after",
+    )
+    parser.add_argument("--file", default=FILE, help="JSON file name under OUT (%(default)s)")
+    args = parser.parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
+    data_root: Path = args.data_dir or args.out / "data"
+    started = time.perf_counter()
+    document = run(data_root, args.quick, systems=systems)
+    document["machine"] = machine_info(data_root)
+    document["wall_seconds"] = time.perf_counter() - started
+    write_json(args.out / f"{args.file}.json", document)
+    print("\n".join(_iter_rows(document)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Apache RocketMQ's name server and broker as processes on 127.0.0.1, and the Java load
+generator's command line, for ``bench.compare_rocketmq``.
+
+The servers are Maven Central's ``rocketmq-namesrv`` and ``rocketmq-broker`` jars (no
+distribution zip), the load generator a small program on Apache RocketMQ's 4.9.8 client; both
+are built by the Maven project ``bench/java`` (``make bench-java``, or :func:`ensure_built`):
+
+    reason = ensure_built(print)          # None once built, else why it cannot run
+    with rocketmq_servers(data_root, "Async", DELAY_LEVELS) as running:
+        running.namesrv, running.broker.pid
+
+The JVM options are those of RocketMQ's ``bin/runserver.sh`` and ``bin/runbroker.sh`` with the
+heaps sized for a 2-core, 24 GiB machine (and without the GC log files). Every file a server
+writes (store, config, its logs under ``user.home``) is under a fresh directory of
+``data_root``, removed when the servers stop.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing, contextmanager
+from pathlib import Path
+
+from bench.common import BENCH_DIR, data_dir
+from bench.servers import Running, Server
+
+JAVA_DIR = BENCH_DIR / "java"
+SERVER_LIB = JAVA_DIR / "servers" / "target" / "lib"
+LOADGEN_JAR = JAVA_DIR / "loadgen" / "target" / "loadgen.jar"
+LOADGEN_LIB = JAVA_DIR / "loadgen" / "target" / "lib"
+BUILT_STAMP = JAVA_DIR / "loadgen" / "target" / ".built"
+"""Touched after a successful build (also by the Makefile's bench-java rule)."""
+M2_REPO = Path.home() / ".cache" / "reconsume" / "m2"
+MVN_COMMAND = (
+    "mvn", "-f", str(JAVA_DIR / "pom.xml"), f"-Dmaven.repo.local={M2_REPO}", "-B", "-q", "package",
+)  # fmt: skip
+LOADGEN_MAIN = "io.reconsume.bench.LoadGen"
+NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
+BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+
+DELAY_LEVELS = "1s 2s 1s 3s 4s 5s"
+"""The delay levels of both brokers. A first retry waits level 3 (3 + reconsumeTimes), 1 s:
+the shortest delay RocketMQ's ``messageDelayLevel`` can express (its units are s m h d)."""
+SEGMENT_BYTES = 64 * 1024 * 1024
+_G1 = (
+    "-XX:+UseG1GC", "-XX:G1HeapRegionSize=16m", "-XX:G1ReservePercent=25",
+    "-XX:InitiatingHeapOccupancyPercent=30", "-XX:SoftRefLRUPolicyMSPerMB=0",
+    "-XX:-OmitStackTraceInFastThrow", "-XX:-UseLargePages",
+)  # fmt: skip
+NAMESRV_JVM = ("-server", "-Xms512m", "-Xmx512m", "-XX:MetaspaceSize=128m", *_G1)
+"""runserver.sh's options (its heap is 4 GiB)."""
+BROKER_JVM = (
+    "-server", "-Xms2g", "-Xmx2g", *_G1, "-XX:+AlwaysPreTouch", "-XX:MaxDirectMemorySize=2g",
+)  # fmt: skip
+"""runbroker.sh's options (its heap is 8 GiB, its direct memory 15 GiB)."""
+LOADGEN_JVM = ("-Xms1g", "-Xmx1g", "-XX:+UseG1GC")
+_BOOTED = re.compile(r"boot success")
+STOP_TIMEOUT_S = 5.0
+"""SIGTERM, then SIGKILL after this long (the broker's shutdown takes 15 s; its store is
+thrown away)."""
+
+
+def _newest_source_mtime() -> float:
+    sources = [*JAVA_DIR.glob("**/pom.xml"), *JAVA_DIR.glob("*/src/**/*.java")]
+    return max((p.stat().st_mtime for p in sources if "target" not in p.parts), default=0.0)
+
+
+def is_built() -> bool:
+    """The jars exist and are newer than every pom and Java source of ``bench/java``."""
+    if not (BUILT_STAMP.exists() and LOADGEN_JAR.exists() and SERVER_LIB.is_dir()):
+        return False
+    return BUILT_STAMP.stat().st_mtime >= _newest_source_mtime()
+
+
+def ensure_built(log: Callable[[str], None]) -> str | None:
+    """Build ``bench/java`` if it is missing or stale; ``None`` when it can run, otherwise the
+    reason it cannot (no java, no mvn, a failed build)."""
+    if shutil.which("java") is None:
+        return "java not found on PATH"
+    if is_built():
+        return None
+    if shutil.which("mvn") is None:
+        return "mvn not found on PATH and bench/java is not built (make bench-java)"
+    log(f"  building bench/java: {shlex.join(MVN_COMMAND)}")
+    done = subprocess.run(MVN_COMMAND, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+        return "the Maven build of bench/java failed:\n" + "\n".join(tail)
+    BUILT_STAMP.touch()
+    return None
+
+
+def _jar_version(lib: Path, artifact: str) -> str:
+    for jar in lib.glob(f"{artifact}-*.jar"):
+        version = jar.name[len(artifact) + 1 : -len(".jar")]
+        if version[:1].isdigit():
+            return version
+    return "?"
+
+
+def versions() -> dict[str, str]:
+    """Versions of the RocketMQ servers, of the client and of Java (from the built jars)."""
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+    return {
+        "rocketmq": _jar_version(SERVER_LIB, "rocketmq-broker"),
+        "client": _jar_version(LOADGEN_LIB, "rocketmq-client"),
+        "java": java.stderr.strip().splitlines()[0] if java.stderr.strip() else "?",
+        "java_runtime": " ".join(java.stderr.strip().splitlines()[1:2]),
+    }
+
+
+def loadgen_command(command: str, namesrv: str, *args: str, log_root: Path) -> list[str]:
+    """``java ... LoadGen <command> --namesrv <namesrv> <args>`` (client logs under
+    ``log_root``)."""
+    classpath = f"{LOADGEN_JAR}:{LOADGEN_LIB}/*"
+    return [
+        "java", *LOADGEN_JVM, f"-Drocketmq.client.logRoot={log_root}", "-cp", classpath,
+        LOADGEN_MAIN, command, "--namesrv", namesrv, *args,
+    ]  # fmt: skip
+
+
+def display(command: list[str] | tuple[str, ...]) -> str:
+    """``command`` as a shell line, with paths inside the repository made relative to it."""
+    line = shlex.join(command).replace(f"{BENCH_DIR.parent}/", "")
+    return line.replace(f"={Path.home()}/", "=$HOME/")
+
+
+def _bindable(port: int) -> bool:
+    for host in ("127.0.0.1", "0.0.0.0"):
+        with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def _any_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def free_ports() -> tuple[int, int]:
+    """A name-server port and a broker port ``p`` with ``p - 2`` (the broker's second, "fast"
+    port) and ``p + 1`` (its HA port, bound on every address) free as well."""
+    for _ in range(100):
+        namesrv, broker = _any_port(), _any_port()
+        if abs(namesrv - broker) <= 3 or broker - 2 <= 1024:
+            continue
+        if all(_bindable(port) for port in (namesrv, broker - 2, broker, broker + 1)):
+            return namesrv, broker
+    raise RuntimeError("no free ports for the RocketMQ name server and broker")
+
+
+def broker_conf(
+    namesrv_port: int, broker_port: int, store: str, flush_mode: str, delay_levels: str
+) -> str:
+    """broker.conf: one master, loopback, 64 MiB commit-log files, ``flush_mode``."""
+    flush = {"Async": "ASYNC_FLUSH", "Sync": "SYNC_FLUSH"}[flush_mode]
+    return "\n".join(
+        [
+            "brokerClusterName=bench",
+            "brokerName=bench-broker",
+            "brokerId=0",
+            "brokerRole=ASYNC_MASTER",
+            f"flushDiskType={flush}",
+            f"listenPort={broker_port}",
+            f"haListenPort={broker_port + 1}",
+            "bindAddress=127.0.0.1",
+            "brokerIP1=127.0.0.1",
+            f"namesrvAddr=127.0.0.1:{namesrv_port}",
+            f"storePathRootDir={store}",
+            f"mappedFileSizeCommitLog={SEGMENT_BYTES}",
+            "autoCreateTopicEnable=true",
+            "autoCreateSubscriptionGroup=true",
+            f"messageDelayLevel={delay_levels}",
+            "",
+        ]
+    )
+
+
+def _start_java(
+    jvm: tuple[str, ...], home: Path, main: str, conf: Path, address: str, timeout_s: float = 120.0
+) -> Server:
+    """Start ``java <jvm> <main> -c <conf>`` and wait for its "boot success" line."""
+    command = [
+        "java", *jvm, f"-Drocketmq.home.dir={home}", f"-Duser.home={home}",
+        "-cp", f"{SERVER_LIB}/*", main, "-c", str(conf),
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=home
+    )
+    lines: list[str] = []
+    booted = threading.Event()
+
+    def pump() -> None:  # keeps reading, so a chatty server never blocks on a full pipe
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if _BOOTED.search(line):
+                booted.set()
+        booted.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not booted.wait(timeout_s) or process.poll() is not None:
+        process.kill()
+        process.wait()
+        logs = sorted((home / "logs").glob("**/*.log"))
+        tail = "".join(lines[-20:]) + "".join(
+            "\n".join(p.read_text(errors="replace").splitlines()[-10:]) for p in logs[:3]
+        )
+        raise RuntimeError(f"{main} did not start ({shlex.join(command)}):\n{tail}")
+    return Server(process, address, lines)
+
+
+@contextmanager
+def rocketmq_servers(
+    data_root: Path, flush_mode: str, delay_levels: str = DELAY_LEVELS
+) -> Iterator[Running]:
+    """An Apache RocketMQ name server and broker with a fresh store under
+    ``data_root/rocketmq-<flush mode>-*``; the broker's ``pid`` is ``running.broker.pid``."""
+    with ExitStack() as stack:
+        home = stack.enter_context(data_dir(data_root, f"rocketmq-{flush_mode.lower()}"))
+        namesrv_port, broker_port = free_ports()
+        namesrv_conf = home / "namesrv.conf"
+        namesrv_conf.write_text(f"listenPort={namesrv_port}\nbindAddress=127.0.0.1\n")
+        conf = home / "broker.conf"
+        store = home / "store"
+        conf.write_text(
+            broker_conf(namesrv_port, broker_port, str(store), flush_mode, delay_levels)
+        )
+        namesrv = _start_java(
+            NAMESRV_JVM, home, NAMESRV_MAIN, namesrv_conf, f"127.0.0.1:{namesrv_port}"
+        )
+        stack.callback(namesrv.stop, STOP_TIMEOUT_S)
+        broker = _start_java(BROKER_JVM, home, BROKER_MAIN, conf, f"127.0.0.1:{broker_port}")
+        stack.callback(broker.stop, STOP_TIMEOUT_S)
+        yield Running(namesrv.address, broker, flush_mode, store)
