@@ -143,15 +143,30 @@ class AdminClient:
         validate_topic(topic)
         if not 0 < queues <= 1024:
             raise InvalidArgumentError(f"queues must be in 1..1024, not {queues}")
+        config = TopicConfig(topic, queues, queues, perm, order=order)
+        return await self.update_topic(config, cluster=cluster, brokers=brokers)
+
+    async def update_topic(
+        self,
+        config: TopicConfig,
+        *,
+        cluster: str | None = None,
+        brokers: Sequence[str] | None = None,
+    ) -> list[str]:
+        """Create or update a topic with the read and write queue counts, permission and
+        flags of ``config`` (``mqadmin updateTopic -r -w -p``) on each broker (the masters of
+        ``cluster``, or ``brokers``); returns the addresses it was applied to. A reconsume
+        broker keeps a retry topic's queues being removed readable until drained."""
+        validate_topic(config.topic_name)
         header = CreateTopicRequestHeader(
-            topic=topic,
+            topic=config.topic_name,
             default_topic=DEFAULT_TOPIC,
-            read_queue_nums=queues,
-            write_queue_nums=queues,
-            perm=perm,
-            topic_filter_type="SINGLE_TAG",
-            topic_sys_flag=0,
-            order=order,
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            perm=config.perm,
+            topic_filter_type=config.topic_filter_type,
+            topic_sys_flag=config.topic_sys_flag,
+            order=config.order,
         )
         targets = list(brokers) if brokers is not None else await self._masters(cluster)
         for address in targets:
@@ -159,20 +174,36 @@ class AdminClient:
                 address,
                 RequestCode.UPDATE_AND_CREATE_TOPIC,
                 header.to_ext_fields(),
-                what=f"create topic {topic} on {address}",
+                what=f"create topic {config.topic_name} on {address}",
             )
         return targets
 
-    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        """Delete ``topic`` from the brokers, then from the name servers' routes."""
+    async def delete_topic(
+        self,
+        topic: str,
+        *,
+        cluster: str | None = None,
+        brokers: Sequence[str] | None = None,
+    ) -> None:
+        """Delete ``topic`` from the brokers (the masters of ``cluster``), then from the name
+        servers' routes. With ``brokers`` (addresses), only from those brokers: the name
+        servers drop their queues when they next register (a reconsume broker does at once;
+        see :meth:`delete_topic_route` for RocketMQ's)."""
         header = DeleteTopicRequestHeader(topic=topic)
-        for address in await self._masters(cluster):
+        targets = list(brokers) if brokers is not None else await self._masters(cluster)
+        for address in targets:
             await self._api.checked(
                 address,
                 RequestCode.DELETE_TOPIC_IN_BROKER,
                 header.to_ext_fields(),
                 what=f"delete topic {topic} on {address}",
             )
+        if brokers is None:
+            await self.delete_topic_route(topic, cluster=cluster)
+
+    async def delete_topic_route(self, topic: str, *, cluster: str | None = None) -> None:
+        """Remove ``topic``'s route (its queues on the brokers of ``cluster``, else all of it)
+        from every name server."""
         fields = DeleteTopicFromNamesrvRequestHeader(topic, cluster).to_ext_fields()
         for address in self._name_servers:
             await self._api.checked(
@@ -206,12 +237,20 @@ class AdminClient:
         return targets
 
     async def delete_group(
-        self, group: str, *, cluster: str | None = None, remove_offsets: bool = True
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        brokers: Sequence[str] | None = None,
+        remove_offsets: bool = True,
     ) -> None:
+        """Delete the group's subscription config (and its consumer offsets) on each broker
+        (the masters of ``cluster``, or ``brokers``)."""
         header = DeleteSubscriptionGroupRequestHeader(
             group_name=group, remove_offset=remove_offsets
         )
-        for address in await self._masters(cluster):
+        targets = list(brokers) if brokers is not None else await self._masters(cluster)
+        for address in targets:
             await self._api.checked(
                 address,
                 RequestCode.DELETE_SUBSCRIPTIONGROUP,
@@ -243,17 +282,7 @@ class AdminClient:
 
     async def consumer_offset(self, group: str, queue: MessageQueue) -> int:
         """The group's committed offset of ``queue``; -1 when it has none."""
-        header = QueryConsumerOffsetRequestHeader(
-            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id
-        )
-        response = await self._api.call(
-            await self._broker_of(queue), RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext_fields()
-        )
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return -1
-        if response.code != ResponseCode.SUCCESS:
-            raise RemotingError(f"offset of {group} on {queue}: {response.remark}")
-        return QueryConsumerOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
+        return await self._committed_offset(await self._broker_of(queue), group, queue)
 
     async def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         """Set the group's committed offset (reset progress; consumers pick it up when the queue
@@ -285,6 +314,35 @@ class AdminClient:
                 )
             )
         return rows
+
+    async def broker_depth(
+        self, broker: str, topic: str, queues: int, *, group: str | None = None
+    ) -> int:
+        """Messages in queues ``0..queues-1`` of ``topic`` on one broker (an address): those
+        stored (max - min offset), or with ``group`` those the group has not consumed yet (max
+        offset - its committed offset, the min offset when it has none or one below it)."""
+        total = 0
+        for queue_id in range(queues):
+            queue = MessageQueue(topic, "", queue_id)
+            high = await self._api.max_offset(broker, queue)
+            low = await self._api.min_offset(broker, queue)
+            if group is not None:
+                low = max(low, await self._committed_offset(broker, group, queue))
+            total += max(0, high - low)
+        return total
+
+    async def _committed_offset(self, broker: str, group: str, queue: MessageQueue) -> int:
+        header = QueryConsumerOffsetRequestHeader(
+            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id
+        )
+        response = await self._api.call(
+            broker, RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext_fields()
+        )
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        if response.code != ResponseCode.SUCCESS:
+            raise RemotingError(f"offset of {group} on {queue} at {broker}: {response.remark}")
+        return QueryConsumerOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
 
     async def topic_depth(self, topic: str) -> int:
         """Messages stored in ``topic`` over all its queues (0 when nobody routes it)."""

@@ -23,13 +23,13 @@ from collections.abc import Coroutine, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from reconsume.client.admin import AdminClient, QueueProgress
+from reconsume.client.admin import AdminClient, BrokerInfo, QueueProgress
 from reconsume.client.listener import ConcurrentListener, OrderlyListener
 from reconsume.client.producer import Producer, SendResult
 from reconsume.client.push import PushConsumer
 from reconsume.client.routes import MessageQueue
 from reconsume.client.stats import ConsumerStats
-from reconsume.message.configs import SubscriptionGroupConfig
+from reconsume.message.configs import SubscriptionGroupConfig, TopicConfig
 from reconsume.message.model import Message
 
 T = TypeVar("T")
@@ -142,8 +142,28 @@ class SyncAdminClient:
     def create_topic(self, topic: str, **options: Any) -> list[str]:
         return run(self._admin.create_topic(topic, **options))
 
-    def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        run(self._admin.delete_topic(topic, cluster=cluster))
+    def update_topic(self, config: TopicConfig, **options: Any) -> list[str]:
+        return run(self._admin.update_topic(config, **options))
+
+    def delete_topic(self, topic: str, **options: Any) -> None:
+        run(self._admin.delete_topic(topic, **options))
+
+    def delete_topic_route(self, topic: str, *, cluster: str | None = None) -> None:
+        run(self._admin.delete_topic_route(topic, cluster=cluster))
+
+    def brokers(self, cluster: str | None = None) -> list[BrokerInfo]:
+        return run(self._admin.brokers(cluster))
+
+    def topic_configs(self, broker: str) -> dict[str, TopicConfig]:
+        return run(self._admin.topic_configs(broker))
+
+    def group_configs(self, broker: str) -> dict[str, SubscriptionGroupConfig]:
+        return run(self._admin.group_configs(broker))
+
+    def broker_depth(
+        self, broker: str, topic: str, queues: int, *, group: str | None = None
+    ) -> int:
+        return run(self._admin.broker_depth(broker, topic, queues, group=group))
 
     def topics(self) -> list[str]:
         return run(self._admin.topics())

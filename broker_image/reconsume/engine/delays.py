@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 
 from reconsume.errors import InvalidArgumentError
+from reconsume.message.durations import UNIT_MS
 
-UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-"""Milliseconds per unit of a delay level."""
+__all__ = ["UNIT_MS", "DelayLevels", "level_of_queue", "parse_delay_levels", "schedule_queue_id"]
+
 _DELAY = re.compile(r"([0-9]{1,9})(ms|s|m|h|d)")
 
 

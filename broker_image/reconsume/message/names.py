@@ -19,7 +19,13 @@ DEFAULT_TOPIC = "TBW102"
 
 TOPIC_MAX_LENGTH = 127
 GROUP_MAX_LENGTH = 255
-_VALID = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+MANAGED_GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)
+"""Longest group whose ``%RETRY%<group>`` is itself a valid topic name (120 characters): the
+limit for groups whose retry topics are created through the admin API (ConsumerGroup
+resources), since brokers refuse to create topics with longer names."""
+NAME_PATTERN = r"^[%|a-zA-Z0-9_-]+$"
+"""RocketMQ's pattern for topic and group names (the CRDs use it too)."""
+_VALID = re.compile(NAME_PATTERN)
 
 
 def _validate(kind: str, name: str, max_length: int) -> str:
