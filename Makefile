@@ -14,12 +14,12 @@ PYTEST_ARGS ?=
 ALI_ONS := tests/compat/ali_ons
 ALI_ONS_STAMP := $(ALI_ONS)/node_modules/.installed-$(shell cat $(ALI_ONS)/package-lock.json | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint bench venv compat-deps clean
+.PHONY: demo test lint bench venv compat-deps k8s-deps clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e ".[test,lint,fast]"
+	$(BIN)/python -m pip install --quiet -e ".[test,lint,fast,operator]"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -73,6 +73,48 @@ $(JAVA_CLIENT_STAMP): $(JAVA_CLIENT)/pom.xml $(JAVA_CLIENT_SOURCES)
 ## compat-deps: also the Java client driver (Maven artifacts cached under $(CACHE_DIR)/m2)
 compat-deps: $(JAVA_CLIENT_STAMP)
 
+# The k8s tier's control plane. kube-apiserver is built from tools/kube-apiserver (a Go module
+# pinning k8s.io/kubernetes) once per version and cached as $(CACHE_DIR)/bin/kube-apiserver-<version>,
+# with Go's module and build caches under $(CACHE_DIR)/go; etcd is Debian's etcd-server, installed
+# with apt-get when running as root. Without Go, or etcd and a way to install it, this only warns:
+# the k8s tests then fail in CI and skip elsewhere.
+KUBE_APISERVER_MODULE := tools/kube-apiserver
+KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" || $$2 == "k8s.io/kubernetes" {print $$NF; exit}' $(KUBE_APISERVER_MODULE)/go.mod)
+KUBE_VERSION_PARTS := $(subst ., ,$(patsubst v%,%,$(KUBE_VERSION)))
+export KUBE_APISERVER := $(CACHE_DIR)/bin/kube-apiserver-$(KUBE_VERSION)
+KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=$(word 1,$(KUBE_VERSION_PARTS)) \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(KUBE_VERSION_PARTS)) \
+	-X k8s.io/component-base/version.gitTreeState=clean
+
+$(KUBE_APISERVER):
+	@if command -v go >/dev/null 2>&1; then \
+		echo "make: building kube-apiserver $(KUBE_VERSION) (once per version; minutes)" \
+		&& mkdir -p $(dir $@) \
+		&& cd $(KUBE_APISERVER_MODULE) \
+		&& export GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build GOTOOLCHAIN=local \
+		&& go mod download \
+		&& CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '$(KUBE_LDFLAGS)' -o $@.tmp . \
+		&& mv $@.tmp $@; \
+	else \
+		echo "make: go not found, not building kube-apiserver (the k8s tests need it)"; \
+	fi
+
+## k8s-deps: etcd (Debian's etcd-server) and kube-apiserver (built once, cached under $(CACHE_DIR))
+k8s-deps: $(KUBE_APISERVER)
+	@if [ -z "$$ETCD" ] && ! command -v etcd >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing etcd-server (apt-get)"; \
+			log=$$(mktemp) \
+			&& { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends etcd-server; } >"$$log" 2>&1 \
+			|| { cat "$$log"; rm -f "$$log"; exit 1; }; \
+			rm -f "$$log"; \
+		else \
+			echo "make: etcd not found, not installing etcd-server (needs apt-get as root; the k8s tests need it)"; \
+		fi; \
+	fi
+
 ## demo: run the most complete thing reconsume can do on this machine, no cluster needed
 demo: $(STAMP)
 	$(BIN)/reconsume demo
@@ -85,7 +127,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 ## test: lint, then every test tier
-test: lint compat-deps
+test: lint compat-deps k8s-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # The Java side of the comparison with Apache RocketMQ (bench/java: RocketMQ's 5.3 servers from
