@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -153,6 +154,13 @@ def _broker(args: argparse.Namespace) -> int:
         return 1
 
 
+def _operator(args: argparse.Namespace) -> int:
+    # Only reconsume_operator may import kopf and kubernetes (.importlinter), so the operator
+    # runs as its own program (also installed as `reconsume-operator`) instead of an import.
+    argv = [sys.executable, "-m", "reconsume_operator", *args.operator_args]
+    os.execv(sys.executable, argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reconsume", description="Retry topology for message-queue consumer groups."
@@ -239,6 +247,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     broker.set_defaults(run=_broker)
 
+    operator = commands.add_parser(
+        "operator",
+        help="run the Kubernetes operator (needs the operator extra: kopf, kubernetes)",
+        add_help=False,
+    )
+    # Its arguments (-n NS ... | -A, --metrics-port N, --standalone ...) are the operator's own:
+    # `reconsume operator --help` lists them.
+    operator.set_defaults(run=_operator)
+
     store = commands.add_parser("store", help="inspect a broker's message store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
     inspect = store_commands.add_parser(
@@ -251,7 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "operator":
+        args.operator_args = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

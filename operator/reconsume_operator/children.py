@@ -1,0 +1,300 @@
+"""The Kubernetes objects a BrokerCluster runs, built as pure functions of its resource.
+
+One name-server Deployment and Service, one broker StatefulSet (broker N is the pod
+``<cluster>-broker-N``, its broker name the pod name) with a headless Service and a volume
+claim template, a ConfigMap holding the brokers' TOML settings (``reconsume broker
+--config``), and a PodDisruptionBudget that lets at most one broker be evicted at a time (a
+broker is a shard: while it is away its queues are unavailable). Owner references are added
+by the handler (``kopf.adopt``), not here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+NAMESRV_PORT = 9876
+BROKER_PORT = 10911
+BROKER_HTTP_PORT = 8080
+CONFIG_DIR = "/etc/reconsume"
+CONFIG_FILE = "broker.toml"
+STORE_DIR = "/var/lib/reconsume/store"
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """A BrokerCluster's spec with the CRD's defaults applied."""
+
+    name: str
+    namespace: str
+    brokers: int = 2
+    name_servers: int = 1
+    image: str = ""
+    storage_size: str = "10Gi"
+    storage_class: str | None = None
+    delay_levels: str = DEFAULT_DELAY_LEVELS
+    flush: str = "Async"
+    retention_hours: int = 72
+    resources: Mapping[str, Any] | None = None
+    external_name_server: str | None = None
+    external_cluster_name: str | None = None
+
+    @property
+    def external(self) -> bool:
+        return self.external_name_server is not None
+
+    @property
+    def rocketmq_cluster(self) -> str | None:
+        """The RocketMQ cluster name whose brokers belong to this resource (None: every one
+        the name servers know)."""
+        return self.external_cluster_name if self.external else self.name
+
+    @property
+    def name_server(self) -> str:
+        """The address clients and the operator use: the external one, or the name-server
+        Service's DNS name."""
+        if self.external_name_server is not None:
+            return self.external_name_server
+        return f"{namesrv_name(self.name)}.{self.namespace}.svc:{NAMESRV_PORT}"
+
+
+def cluster_spec(body: Mapping[str, Any], default_image: str) -> ClusterSpec:
+    """A BrokerCluster object as a :class:`ClusterSpec`."""
+    metadata = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    storage = spec.get("storage") or {}
+    external = spec.get("external")
+    return ClusterSpec(
+        name=str(metadata["name"]),
+        namespace=str(metadata.get("namespace") or "default"),
+        brokers=int(spec.get("brokers", 2)),
+        name_servers=int(spec.get("nameServers", 1)),
+        image=str(spec.get("image") or default_image),
+        storage_size=str(storage.get("size") or "10Gi"),
+        storage_class=storage.get("storageClassName"),
+        delay_levels=str(spec.get("delayLevels") or DEFAULT_DELAY_LEVELS),
+        flush=str(spec.get("flush") or "Async"),
+        retention_hours=int(spec.get("retentionHours", 72)),
+        resources=spec.get("resources"),
+        external_name_server=None if external is None else str(external["nameServer"]),
+        external_cluster_name=None if external is None else external.get("clusterName"),
+    )
+
+
+def namesrv_name(cluster: str) -> str:
+    return f"{cluster}-namesrv"
+
+
+def broker_name(cluster: str) -> str:
+    return f"{cluster}-broker"
+
+
+def config_name(cluster: str) -> str:
+    return f"{cluster}-broker-config"
+
+
+def broker_names(cluster: str, count: int) -> list[str]:
+    """Broker names (StatefulSet pod names) of ``count`` shards."""
+    return [f"{broker_name(cluster)}-{ordinal}" for ordinal in range(count)]
+
+
+def labels(cluster: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "reconsume",
+        "app.kubernetes.io/instance": cluster,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "reconsume-operator",
+    }
+
+
+def _selector(cluster: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/instance": cluster,
+        "app.kubernetes.io/component": component,
+    }
+
+
+def _meta(name: str, spec: ClusterSpec, component: str) -> dict[str, Any]:
+    return {"name": name, "namespace": spec.namespace, "labels": labels(spec.name, component)}
+
+
+def broker_config_toml(spec: ClusterSpec) -> str:
+    """The brokers' settings file: what the BrokerCluster spec sets (the command line adds
+    each pod's own name and addresses)."""
+    return "\n".join(
+        [
+            f"cluster_name = {json.dumps(spec.name)}",
+            f"flush_mode = {json.dumps(spec.flush)}",
+            f"delay_levels = {json.dumps(spec.delay_levels.strip())}",
+            f'http_listen = "0.0.0.0:{BROKER_HTTP_PORT}"',
+            "",
+            "[store]",
+            f"retention_hours = {spec.retention_hours}",
+            "",
+        ]
+    )
+
+
+def config_map(spec: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(config_name(spec.name), spec, "broker"),
+        "data": {CONFIG_FILE: broker_config_toml(spec)},
+    }
+
+
+def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
+    container = {
+        "name": "namesrv",
+        "image": spec.image,
+        "command": ["reconsume"],
+        "args": ["namesrv", "--listen", f"0.0.0.0:{NAMESRV_PORT}"],
+        "ports": [{"name": "namesrv", "containerPort": NAMESRV_PORT}],
+        "readinessProbe": {"tcpSocket": {"port": "namesrv"}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": "namesrv"}, "periodSeconds": 10},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(namesrv_name(spec.name), spec, "namesrv"),
+        "spec": {
+            "replicas": spec.name_servers,
+            "selector": {"matchLabels": _selector(spec.name, "namesrv")},
+            "template": {
+                "metadata": {"labels": labels(spec.name, "namesrv")},
+                "spec": {"containers": [container]},
+            },
+        },
+    }
+
+
+def namesrv_service(spec: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(namesrv_name(spec.name), spec, "namesrv"),
+        "spec": {
+            "selector": _selector(spec.name, "namesrv"),
+            "ports": [{"name": "namesrv", "port": NAMESRV_PORT, "targetPort": "namesrv"}],
+        },
+    }
+
+
+def broker_service(spec: ClusterSpec) -> dict[str, Any]:
+    """Headless: each broker registers its own pod address, clients never balance over them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(broker_name(spec.name), spec, "broker"),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": _selector(spec.name, "broker"),
+            "ports": [
+                {"name": "broker", "port": BROKER_PORT, "targetPort": "broker"},
+                {"name": "http", "port": BROKER_HTTP_PORT, "targetPort": "http"},
+            ],
+        },
+    }
+
+
+def broker_statefulset(spec: ClusterSpec) -> dict[str, Any]:
+    env = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    container: dict[str, Any] = {
+        "name": "broker",
+        "image": spec.image,
+        "command": ["reconsume"],
+        "args": [
+            "broker",
+            "--config",
+            f"{CONFIG_DIR}/{CONFIG_FILE}",
+            "--listen",
+            f"0.0.0.0:{BROKER_PORT}",
+            "--advertise",
+            f"$(POD_IP):{BROKER_PORT}",
+            "--namesrv",
+            spec.name_server,
+            "--store-dir",
+            STORE_DIR,
+            "--broker-name",
+            "$(POD_NAME)",
+        ],
+        "env": env,
+        "ports": [
+            {"name": "broker", "containerPort": BROKER_PORT},
+            {"name": "http", "containerPort": BROKER_HTTP_PORT},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "http"},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "volumeMounts": [
+            {"name": "store", "mountPath": STORE_DIR},
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+        ],
+    }
+    if spec.resources:
+        container["resources"] = dict(spec.resources)
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": spec.storage_size}},
+    }
+    if spec.storage_class is not None:
+        claim_spec["storageClassName"] = spec.storage_class
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _meta(broker_name(spec.name), spec, "broker"),
+        "spec": {
+            "serviceName": broker_name(spec.name),
+            "replicas": spec.brokers,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": _selector(spec.name, "broker")},
+            "template": {
+                "metadata": {"labels": labels(spec.name, "broker")},
+                "spec": {
+                    # A broker flushes and closes its store on SIGTERM.
+                    "terminationGracePeriodSeconds": 60,
+                    "containers": [container],
+                    "volumes": [{"name": "config", "configMap": {"name": config_name(spec.name)}}],
+                },
+            },
+            "volumeClaimTemplates": [{"metadata": {"name": "store"}, "spec": claim_spec}],
+        },
+    }
+
+
+def broker_disruption_budget(spec: ClusterSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(broker_name(spec.name), spec, "broker"),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector(spec.name, "broker")}},
+    }
+
+
+def children(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Every object the cluster runs, in creation order; none for an external cluster."""
+    if spec.external:
+        return []
+    return [
+        config_map(spec),
+        namesrv_service(spec),
+        namesrv_deployment(spec),
+        broker_service(spec),
+        broker_statefulset(spec),
+        broker_disruption_budget(spec),
+    ]

@@ -1,0 +1,66 @@
+"""A BrokerCluster's status: what its name servers report about its brokers.
+
+:func:`cluster_status` is pure; :func:`observe_cluster` asks the name servers through the
+admin client. An operator-run cluster is ``Running`` once as many brokers as the spec asks for
+have registered, ``Degraded`` with fewer, ``Pending`` with none (or while its name servers do
+not answer yet); an external one is ``Running`` with any broker and ``Failed`` when its name
+servers do not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconsume.client.admin import BrokerInfo
+from reconsume.errors import ReconsumeError
+from reconsume_operator.children import ClusterSpec
+from reconsume_operator.reconcile import AdminFactory
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    phase: str
+    ready: bool
+    reason: str
+    message: str
+    fields: dict[str, Any]
+
+
+def cluster_status(
+    spec: ClusterSpec, brokers: Sequence[BrokerInfo] | None, error: str | None = None
+) -> ClusterStatus:
+    """The status of ``spec`` given the brokers its name servers list (None with ``error``
+    when they did not answer)."""
+    fields: dict[str, Any] = {"nameServer": spec.name_server}
+    if brokers is None:
+        phase = "Failed" if spec.external else "Pending"
+        message = f"name server {spec.name_server} did not answer: {error}"
+        return ClusterStatus(phase, False, "NameServerUnreachable", message, fields)
+    fields["brokers"] = [
+        {
+            "name": b.name,
+            "address": b.master or "",
+            "ready": b.master is not None,
+            **({} if b.master else {"message": "no master registered"}),
+        }
+        for b in brokers
+    ]
+    registered = sum(1 for b in brokers if b.master is not None)
+    if registered == 0:
+        return ClusterStatus("Pending", False, "NoBrokers", "no broker is registered", fields)
+    if not spec.external and registered < spec.brokers:
+        message = f"{registered} of {spec.brokers} brokers registered"
+        return ClusterStatus("Degraded", False, "BrokersMissing", message, fields)
+    message = f"{registered} broker(s) registered with {spec.name_server}"
+    return ClusterStatus("Running", True, "Running", message, fields)
+
+
+async def observe_cluster(spec: ClusterSpec, admin_factory: AdminFactory) -> ClusterStatus:
+    try:
+        async with admin_factory(spec.name_server) as admin:
+            brokers = await admin.brokers(spec.rocketmq_cluster)
+    except (ReconsumeError, OSError) as exc:
+        return cluster_status(spec, None, str(exc) or type(exc).__name__)
+    return cluster_status(spec, brokers)

@@ -1,0 +1,69 @@
+"""The operator's own settings: one frozen dataclass, read from the command line and the
+environment (``RECONSUME_*``), documented field by field with its unit."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+DEFAULT_IMAGE = "ghcr.io/reconsume/reconsume:latest"
+DEFAULT_PEERING = "reconsume"
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorConfig:
+    drift_interval_s: float = 60.0
+    """Seconds between drift checks of every ConsumerGroup, Topic and BrokerCluster (a timer
+    re-applies whatever differs on the brokers, e.g. a retry topic deleted by hand)."""
+    backoff_base_s: float = 2.0
+    """Seconds before the first retry of a reconcile that failed on a broker or name server."""
+    backoff_max_s: float = 60.0
+    """Upper bound of the retry delay in seconds (the delay doubles per attempt up to this)."""
+    admin_timeout_s: float = 3.0
+    """Seconds the admin client waits for one name-server or broker response."""
+    metrics_port: int | None = 9090
+    """Port of ``/metrics`` (Prometheus); None: no metrics endpoint, 0: any free port."""
+    liveness_port: int | None = 8080
+    """Port of Kopf's liveness endpoint ``/healthz``; None: none."""
+    peering_name: str = DEFAULT_PEERING
+    """Name of the KopfPeering (namespaced) or ClusterKopfPeering (cluster-wide) object that
+    lets several replicas run with exactly one active."""
+    standalone: bool = False
+    """Run without peering (a single replica; no peering CRDs needed)."""
+    image: str = DEFAULT_IMAGE
+    """Image of name servers and brokers of a BrokerCluster that does not name one."""
+
+    def __post_init__(self) -> None:
+        if self.drift_interval_s <= 0:
+            raise ValueError(f"drift interval must be positive, got {self.drift_interval_s} s")
+        if not 0 < self.backoff_base_s <= self.backoff_max_s:
+            raise ValueError("backoff needs 0 < base <= max")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
+        """Defaults, replaced by ``RECONSUME_DRIFT_SECONDS``, ``RECONSUME_BACKOFF_MAX_SECONDS``,
+        ``RECONSUME_METRICS_PORT`` (empty: none), ``RECONSUME_PEERING`` and
+        ``RECONSUME_BROKER_IMAGE`` when set."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        if env.get("RECONSUME_DRIFT_SECONDS"):
+            values["drift_interval_s"] = float(env["RECONSUME_DRIFT_SECONDS"])
+        if env.get("RECONSUME_BACKOFF_MAX_SECONDS"):
+            values["backoff_max_s"] = float(env["RECONSUME_BACKOFF_MAX_SECONDS"])
+        if "RECONSUME_METRICS_PORT" in env:
+            port = env["RECONSUME_METRICS_PORT"].strip()
+            values["metrics_port"] = int(port) if port else None
+        if env.get("RECONSUME_PEERING"):
+            values["peering_name"] = env["RECONSUME_PEERING"]
+        if env.get("RECONSUME_BROKER_IMAGE"):
+            values["image"] = env["RECONSUME_BROKER_IMAGE"]
+        return replace(cls(), **values)
+
+
+def backoff_delay_s(retry: int, config: OperatorConfig) -> float:
+    """Seconds before retry number ``retry`` (0 for the first): doubling from the base, bounded
+    by the maximum."""
+    delay_s: float = config.backoff_base_s * 2.0 ** min(retry, 32)
+    return min(config.backoff_max_s, delay_s)

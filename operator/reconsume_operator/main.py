@@ -1,0 +1,90 @@
+"""``reconsume operator`` / ``reconsume-operator``: run the operator (wrapping ``kopf.run``)
+for some namespaces or the whole cluster."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+
+import kopf
+
+from reconsume_operator.config import OperatorConfig
+from reconsume_operator.registration import register
+
+
+def build_parser(prog: str = "reconsume operator") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Reconcile BrokerClusters, ConsumerGroups and Topics (reconsume.io).",
+    )
+    scope = parser.add_mutually_exclusive_group(required=True)
+    scope.add_argument(
+        "-n", "--namespace", action="append", dest="namespaces", metavar="NS",
+        help="watch this namespace (repeatable; Kopf's glob patterns allowed)",
+    )  # fmt: skip
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="port of /metrics (default 9090, env RECONSUME_METRICS_PORT)",
+    )
+    parser.add_argument("--no-metrics", action="store_true", help="serve no /metrics endpoint")
+    parser.add_argument(
+        "--liveness-port", type=int, default=8080,
+        help="port of the liveness endpoint /healthz (default 8080; 0: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--drift-seconds", type=float,
+        help="seconds between drift checks (default 60, env RECONSUME_DRIFT_SECONDS)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--standalone", action="store_true",
+        help="run without peering (one replica only; no kopf.dev peering CRDs needed)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--peering", help="name of the (Cluster)KopfPeering object (default reconsume)"
+    )
+    parser.add_argument(
+        "--priority", type=int, help="peering priority: the highest-priority replica acts"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> OperatorConfig:
+    config = OperatorConfig.from_env()
+    changes: dict[str, object] = {"standalone": bool(args.standalone)}
+    if args.metrics_port is not None:
+        changes["metrics_port"] = args.metrics_port
+    if args.no_metrics:
+        changes["metrics_port"] = None
+    changes["liveness_port"] = args.liveness_port or None
+    if args.drift_seconds is not None:
+        changes["drift_interval_s"] = args.drift_seconds
+    if args.peering:
+        changes["peering_name"] = args.peering
+    return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "reconsume-operator") -> int:
+    args = build_parser(prog).parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"{prog}: invalid setting: {exc}", file=sys.stderr)
+        return 2
+    kopf.configure(verbose=args.verbose)
+    registry = kopf.OperatorRegistry()
+    register(registry, config)
+    liveness = f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None
+    kopf.run(
+        registry=registry,
+        clusterwide=bool(args.all_namespaces),
+        namespaces=args.namespaces or (),
+        standalone=True if config.standalone else None,
+        priority=args.priority,
+        liveness_endpoint=liveness,
+    )
+    return 0

@@ -1,0 +1,82 @@
+"""Every handler of the operator, registered in one Kopf registry with one set of settings.
+
+``register`` takes the registry explicitly so that tests and ``reconsume operator`` each build
+their own (the drift timer's interval is fixed when a timer is registered).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+import kubernetes.client
+
+from reconsume.topology import Kind
+from reconsume_operator.cluster_handlers import register_clusters
+from reconsume_operator.config import OperatorConfig
+from reconsume_operator.context import FINALIZER, STORAGE_PREFIX, OperatorContext
+from reconsume_operator.kube import ChildWriter
+from reconsume_operator.metrics import serve_metrics
+from reconsume_operator.topology_handlers import register_topology
+
+QUEUEING_ERROR_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Kopf's delays between retries of a failing watch-event processing, in seconds (bounded
+by a minute instead of Kopf's ten)."""
+
+
+def register(
+    registry: kopf.OperatorRegistry,
+    config: OperatorConfig,
+    *,
+    login: bool = True,
+    kube: kubernetes.client.Configuration | None = None,
+) -> OperatorContext:
+    """Register every handler and the settings handler in ``registry``; with ``login`` also
+    Kopf's login through ``kubernetes`` (else the caller registers one). Child objects are
+    written with ``kube`` (default: the pod's service account, else the kubeconfig)."""
+    ctx = OperatorContext(config, ChildWriter(kube))
+
+    @kopf.on.startup(registry=registry)
+    def configure(
+        settings: kopf.OperatorSettings,
+        logger: logging.Logger | logging.LoggerAdapter[Any],
+        **_: Any,
+    ) -> None:
+        if settings.peering.standalone or config.standalone:
+            settings.peering.standalone = True
+        else:
+            # Several replicas: exactly one (the highest priority, then the oldest) acts.
+            settings.peering.name = config.peering_name
+            settings.peering.mandatory = True
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+            prefix=STORAGE_PREFIX
+        )
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=STORAGE_PREFIX, key="last-handled-configuration"
+        )
+        settings.persistence.finalizer = FINALIZER
+        settings.posting.enabled = True
+        settings.posting.level = logging.WARNING
+        settings.posting.reporting_component = "reconsume-operator"
+        settings.queueing.error_delays = QUEUEING_ERROR_DELAYS_S
+        settings.execution.default_backoff = config.backoff_max_s
+        if config.metrics_port is not None:
+            server, thread, port = serve_metrics(config.metrics_port)
+            ctx.metrics = (server, thread)
+            ctx.metrics_port = port
+            logger.info(f"serving /metrics on port {port}")
+
+    # A registry of our own has none of the login handlers Kopf's default registry gets:
+    # credentials of the pod's service account, else $KUBECONFIG, through `kubernetes`.
+    if login:
+        kopf.on.login(registry=registry, id="login")(kopf.login_via_client)
+
+    @kopf.on.cleanup(registry=registry)
+    def close(**_: Any) -> None:
+        ctx.close()
+
+    register_clusters(registry, ctx)
+    register_topology(registry, ctx, Kind.GROUP)
+    register_topology(registry, ctx, Kind.TOPIC)
+    return ctx

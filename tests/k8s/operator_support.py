@@ -1,0 +1,232 @@
+"""Helpers of the operator tests: the CRDs installed once, a namespace per test, the operator
+in-process (``kopf.testing.KopfRunner``, a registry of its own with a short drift interval),
+local brokers reached through ``BrokerCluster.spec.external``, and polling with deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kopf
+import kubernetes.client
+import pytest
+import yaml
+from kopf.testing import KopfRunner
+from kubernetes.client.exceptions import ApiException
+
+from reconsume.client.admin import AdminClient
+from reconsume_operator.config import OperatorConfig
+from reconsume_operator.registration import register
+
+from ..integration.cluster import Cluster, start_cluster
+from .control_plane import ControlPlane
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILES = [*sorted((REPO / "crds").glob("*.yaml")), REPO / "crds" / "kopf" / "peering.yaml"]
+GROUP = "reconsume.io"
+VERSION = "v1alpha1"
+DRIFT_S = 2.0
+"""The operator's drift interval in these tests."""
+
+T = TypeVar("T")
+
+
+def install_crds(api: kubernetes.client.ApiClient) -> None:
+    """Create every CRD of ``crds/`` (and Kopf's peering CRDs) unless present; wait until all
+    are established."""
+    extensions = kubernetes.client.ApiextensionsV1Api(api)
+    names = []
+    for path in CRD_FILES:
+        for document in yaml.safe_load_all(path.read_text()):
+            if not document or document.get("kind") != "CustomResourceDefinition":
+                continue
+            names.append(document["metadata"]["name"])
+            try:
+                extensions.create_custom_resource_definition(document)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+
+    def established() -> bool:
+        for name in names:
+            conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+            if not any(c.type == "Established" and c.status == "True" for c in conditions):
+                return False
+        return True
+
+    eventually(established, 30, "CRDs established")
+
+
+def eventually(probe: Callable[[], T | None], timeout_s: float = 30.0, what: str = "") -> T:
+    """Poll ``probe`` until it returns something truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what or 'condition'} not reached in {timeout_s} s"
+        time.sleep(0.1)
+
+
+def run_admin(name_servers: list[str], work: Callable[[AdminClient], Coroutine[Any, Any, T]]) -> T:
+    async def go() -> T:
+        async with AdminClient(name_servers) as admin:
+            return await work(admin)
+
+    return asyncio.run(go())
+
+
+def new_namespace(api: kubernetes.client.ApiClient) -> str:
+    name = f"op-{uuid.uuid4().hex[:8]}"
+    kubernetes.client.CoreV1Api(api).create_namespace(
+        kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=name))
+    )
+    return name
+
+
+class Resources:
+    """CRUD of the reconsume.io resources of one namespace."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str) -> None:
+        self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.namespace = namespace
+
+    def create(self, plural: str, name: str, spec: dict[str, Any], **metadata: Any) -> None:
+        kind = {"brokerclusters": "BrokerCluster", "consumergroups": "ConsumerGroup"}.get(
+            plural, "Topic"
+        )
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": kind,
+            "metadata": {"name": name, **metadata},
+            "spec": spec,
+        }
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, body)
+
+    def get(self, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, plural, name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return found
+
+    def patch(self, plural: str, name: str, body: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, plural, name, body
+        )
+
+    def delete(self, plural: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name)
+
+    def condition(self, plural: str, name: str, kind: str = "Ready") -> dict[str, Any] | None:
+        body = self.get(plural, name) or {}
+        for condition in (body.get("status") or {}).get("conditions") or ():
+            if condition.get("type") == kind:
+                found: dict[str, Any] = condition
+                return found
+        return None
+
+    def wait_condition(
+        self,
+        plural: str,
+        name: str,
+        status: str,
+        reason: str | None = None,
+        kind: str = "Ready",
+        timeout_s: float = 30.0,
+    ) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            condition = self.condition(plural, name, kind)
+            if condition is None or condition.get("status") != status:
+                return None
+            if reason is not None and condition.get("reason") != reason:
+                return None
+            return condition
+
+        deadline = time.monotonic() + timeout_s
+        while (found := probe()) is None:
+            if time.monotonic() > deadline:
+                last = self.get(plural, name) or {}
+                raise AssertionError(
+                    f"{plural}/{name} {kind}={status} ({reason}) not reached in {timeout_s} s; "
+                    f"status: {last.get('status')}"
+                )
+            time.sleep(0.1)
+        return found
+
+
+@contextmanager
+def running_operator(
+    namespace: str, control_plane: ControlPlane, *, drift_s: float = DRIFT_S
+) -> Iterator[KopfRunner]:
+    """The operator in this process, watching ``namespace``, standalone, without metrics,
+    logged in with the control plane's client certificate."""
+    config = OperatorConfig(
+        drift_interval_s=drift_s,
+        backoff_base_s=0.5,
+        backoff_max_s=2.0,
+        metrics_port=None,
+        liveness_port=None,
+        standalone=True,
+    )
+    registry = kopf.OperatorRegistry()
+    register(registry, config, login=False, kube=control_plane.configuration())
+    credentials = control_plane.credentials
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(
+            server=control_plane.server,
+            ca_path=str(credentials.ca_cert),
+            certificate_path=str(credentials.client_cert),
+            private_key_path=str(credentials.client_key),
+        )
+
+    runner = KopfRunner(
+        ["run", "--standalone", "--namespace", namespace, "--verbose"],
+        registry=registry,
+        timeout=60,
+    )
+    with runner:
+        yield runner
+
+
+# ------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="session")
+def crds(control_plane: ControlPlane) -> None:
+    with control_plane.api_client() as api:
+        install_crds(api)
+
+
+@pytest.fixture
+def namespace(crds: None, api: kubernetes.client.ApiClient) -> str:
+    return new_namespace(api)
+
+
+@pytest.fixture
+def resources(namespace: str, api: kubernetes.client.ApiClient) -> Resources:
+    return Resources(api, namespace)
+
+
+@pytest.fixture
+def brokers(tmp_path: Path) -> Iterator[Cluster]:
+    """A name server and two brokers on loopback (tests/integration/cluster.py)."""
+    # Brokers register every second, so they find a restarted name server quickly.
+    started = start_cluster(tmp_path, extra=("--register-interval-s", "1"))
+    yield started
+    started.kill()
+
+
+@pytest.fixture
+def operator(namespace: str, control_plane: ControlPlane) -> Iterator[KopfRunner]:
+    with running_operator(namespace, control_plane) as runner:
+        yield runner

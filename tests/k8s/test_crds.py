@@ -1,0 +1,217 @@
+"""The CRDs of ``crds/`` on a real API server: each installs, is structural and established,
+and the API server itself refuses invalid objects with a message that names the field —
+schema bounds, patterns and enums, the CEL rules, and immutability on update."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+import yaml
+from kubernetes.client.rest import ApiException
+
+from .operator_support import crds, namespace
+
+__all__ = ["crds", "namespace"]
+
+REPO = Path(__file__).resolve().parents[2]
+GROUP, VERSION = "reconsume.io", "v1alpha1"
+PLURALS = {
+    "BrokerCluster": "brokerclusters",
+    "ConsumerGroup": "consumergroups",
+    "Topic": "topics",
+    "DeadLetterJob": "deadletterjobs",
+}
+
+Spec = dict[str, Any]
+
+
+def obj(kind: str, name: str, spec: Spec) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def group(**spec: Any) -> dict[str, Any]:
+    return obj("ConsumerGroup", "orders-consumer", {"cluster": "orders", **spec})
+
+
+def topic(**spec: Any) -> dict[str, Any]:
+    return obj("Topic", "orders", {"cluster": "orders", **spec})
+
+
+def cluster(**spec: Any) -> dict[str, Any]:
+    return obj("BrokerCluster", "orders", spec)
+
+
+def job(**spec: Any) -> dict[str, Any]:
+    return obj("DeadLetterJob", "drain", {"consumerGroup": "orders-consumer", **spec})
+
+
+def renamed(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    return {**manifest, "metadata": {"name": name}}
+
+
+EXPONENTIAL = {"type": "Exponential", "initial": "1s", "max": "1m", "multiplier": 2}
+
+INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("maxTimes below -1", group(retry={"maxTimes": -2}), "spec.retry.maxTimes"),
+    ("queueNums above 64", group(retry={"queueNums": 65}), "spec.retry.queueNums"),
+    ("group name with a space", group(groupName="bad name"), "spec.groupName"),
+    ("group name of 121 characters", group(groupName="g" * 121), "spec.groupName"),
+    (
+        "Customized without delays",
+        group(retry={"policy": {"type": "Customized"}}),
+        "retry.policy.delays is required",
+    ),
+    (
+        "Exponential without multiplier",
+        group(retry={"policy": {"type": "Exponential", "initial": "1s", "max": "1m"}}),
+        "retry.policy.multiplier",
+    ),
+    (
+        "Exponential max shorter than initial",
+        group(retry={"policy": {**EXPONENTIAL, "initial": "2d", "max": "47h"}}),
+        "retry.policy.max",
+    ),
+    (
+        "a delay that does not parse",
+        group(retry={"policy": {"type": "Customized", "delays": ["10x"]}}),
+        "spec.retry.policy.delays[0]",
+    ),
+    (
+        "delays under the Exponential policy",
+        group(retry={"policy": {**EXPONENTIAL, "delays": ["1s"]}}),
+        "retry.policy.type Customized",
+    ),
+    ("unknown message model", group(messageModel="Queue"), "spec.messageModel"),
+    ("unknown deletion policy", group(deletionPolicy="Orphan"), "spec.deletionPolicy"),
+    (
+        "metadata.name that is no group name, without groupName",
+        renamed(group(), "orders.consumer"),
+        "spec.groupName is required",
+    ),
+    ("a retry topic as Topic", topic(topicName="%RETRY%x"), "spec.topicName"),
+    ("a topic of 0 queues", topic(queues=0), "spec.queues"),
+    ("a topic name of 128 characters", topic(topicName="t" * 128), "spec.topicName"),
+    ("unknown topic permission", topic(perm="RW"), "spec.perm"),
+    ("a delay level of 0s", cluster(delayLevels="1s 0s"), "spec.delayLevels"),
+    ("unknown flush mode", cluster(flush="Never"), "spec.flush"),
+    ("no brokers", cluster(brokers=0), "spec.brokers"),
+    ("a name-server address without port", cluster(external={"nameServer": "x"}), "nameServer"),
+    ("a storage size that is no quantity", cluster(storage={"size": "10 GB"}), "spec.storage.size"),
+    ("Drain without sink", job(action="Drain"), "spec.sink is required"),
+    ("a sink on Reprocess", job(action="Reprocess", sink={"path": "x"}), "spec.sink"),
+    ("a target on Purge", job(action="Purge", target={"topic": "x"}), "spec.target"),
+    ("no action", job(), "spec.action"),
+    ("a schedule that is no cron", job(action="Purge", schedule="every day"), "spec.schedule"),
+]
+"""What the API server must refuse on create, and a text its message must contain."""
+
+UPDATES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+    ("groupName changed", group(groupName="a"), group(groupName="b"), "spec.groupName"),
+    ("cluster of a group changed", group(), group(cluster="other"), "spec.cluster"),
+    ("topicName changed", topic(topicName="a"), topic(topicName="b"), "spec.topicName"),
+    ("external added", cluster(), cluster(external={"nameServer": "a:1"}), "spec.external"),
+    ("action changed", job(action="Reprocess"), job(action="Purge"), "spec.action"),
+]
+"""Valid objects, and an update of each that the API server must refuse."""
+
+
+def custom(api: kubernetes.client.ApiClient) -> kubernetes.client.CustomObjectsApi:
+    return kubernetes.client.CustomObjectsApi(api)
+
+
+def create(api: kubernetes.client.ApiClient, ns: str, manifest: dict[str, Any]) -> Any:
+    plural = PLURALS[manifest["kind"]]
+    return custom(api).create_namespaced_custom_object(GROUP, VERSION, ns, plural, manifest)
+
+
+def refusal(call: Callable[[], object]) -> str:
+    """The API server's message refusing ``call``; fails when it is accepted."""
+    with pytest.raises(ApiException) as refused:
+        call()
+    assert refused.value.status == 422, refused.value.body
+    message: str = json.loads(refused.value.body)["message"]
+    return message
+
+
+def test_every_crd_is_installed_structural_and_established(
+    crds: None, api: kubernetes.client.ApiClient
+) -> None:
+    extensions = kubernetes.client.ApiextensionsV1Api(api)
+    for path in sorted((REPO / "crds").glob("*.reconsume.io.yaml")):
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        installed = extensions.read_custom_resource_definition(name)
+        conditions = {c.type: c for c in installed.status.conditions or []}
+        assert conditions["Established"].status == "True", name
+        assert conditions["NamesAccepted"].status == "True", name
+        # A non-structural schema would show as this condition (and pruning would be off).
+        assert "NonStructuralSchema" not in conditions, conditions["NonStructuralSchema"].message
+        assert installed.spec.names.categories == ["reconsume"], name
+        assert installed.spec.versions[0].subresources.status is not None, name
+
+
+@pytest.mark.parametrize(
+    ("manifest", "names"), [(m, f) for _, m, f in INVALID], ids=[i for i, _, _ in INVALID]
+)
+def test_invalid_objects_are_refused_naming_the_field(
+    namespace: str, api: kubernetes.client.ApiClient, manifest: dict[str, Any], names: str
+) -> None:
+    message = refusal(lambda: create(api, namespace, manifest))
+    assert names in message, message
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "names"),
+    [(b, a, f) for _, b, a, f in UPDATES],
+    ids=[i for i, *_ in UPDATES],
+)
+def test_immutable_fields_refuse_a_change(
+    namespace: str,
+    api: kubernetes.client.ApiClient,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    names: str,
+) -> None:
+    created = create(api, namespace, before)
+    plural = PLURALS[before["kind"]]
+    changed = {
+        **after,
+        "metadata": {
+            **after["metadata"],
+            "resourceVersion": created["metadata"]["resourceVersion"],
+        },
+    }
+    message = refusal(
+        lambda: custom(api).replace_namespaced_custom_object(
+            GROUP, VERSION, namespace, plural, before["metadata"]["name"], changed
+        )
+    )
+    assert names in message, message
+
+
+def test_every_example_is_accepted_and_defaults_are_filled_in(
+    namespace: str, api: kubernetes.client.ApiClient
+) -> None:
+    kinds = set()
+    for path in sorted((REPO / "examples").glob("*.yaml")):
+        for manifest in yaml.safe_load_all(path.read_text()):
+            if not manifest or manifest.get("apiVersion") != f"{GROUP}/{VERSION}":
+                continue
+            manifest["metadata"].pop("namespace", None)
+            create(api, namespace, manifest)
+            kinds.add(manifest["kind"])
+    assert kinds == set(PLURALS)
+
+    minimal = create(api, namespace, renamed(group(), "minimal"))
+    assert minimal["spec"]["retry"]["maxTimes"] == 16
+    assert minimal["spec"]["retry"]["queueNums"] == 1
+    assert minimal["spec"]["retry"]["policy"] == {"type": "DelayLevels"}

@@ -1,0 +1,154 @@
+"""The objects a BrokerCluster runs, built from its resource: names, selectors, probes, the
+broker settings file (read back by the broker's own config loader) and owner references."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+
+from reconsume.broker.config_file import broker_settings
+from reconsume.store.settings import FlushMode
+from reconsume_operator.children import (
+    BROKER_HTTP_PORT,
+    CONFIG_DIR,
+    CONFIG_FILE,
+    broker_names,
+    children,
+    cluster_spec,
+)
+
+from ..crds.schema import defaulted, load_crds, root_schema
+
+CRDS = load_crds()
+
+
+def resource(**spec: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": "reconsume.io/v1alpha1",
+        "kind": "BrokerCluster",
+        "metadata": {"name": "orders", "namespace": "shop", "uid": "u-1"},
+        "spec": spec,
+    }
+    defaulted_body: dict[str, Any] = defaulted(root_schema(CRDS["BrokerCluster"]), body)
+    return defaulted_body
+
+
+def by_kind(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def test_an_operator_run_cluster_gets_every_child_in_its_namespace() -> None:
+    objects = by_kind(children(cluster_spec(resource(), "img:1")))
+    assert set(objects) == {
+        ("ConfigMap", "orders-broker-config"),
+        ("Service", "orders-namesrv"),
+        ("Deployment", "orders-namesrv"),
+        ("Service", "orders-broker"),
+        ("StatefulSet", "orders-broker"),
+        ("PodDisruptionBudget", "orders-broker"),
+    }
+    assert {o["metadata"]["namespace"] for o in objects.values()} == {"shop"}
+
+
+def test_an_external_cluster_gets_no_children_and_uses_its_address() -> None:
+    spec = cluster_spec(resource(external={"nameServer": "ns1:9876;ns2:9876"}), "img:1")
+    assert children(spec) == []
+    assert spec.name_server == "ns1:9876;ns2:9876"
+    assert spec.rocketmq_cluster is None
+
+
+def test_the_name_server_address_is_the_service_dns_name() -> None:
+    spec = cluster_spec(resource(), "img:1")
+    assert spec.name_server == "orders-namesrv.shop.svc:9876"
+    assert spec.rocketmq_cluster == "orders"
+
+
+def test_selectors_match_the_pod_templates() -> None:
+    objects = children(cluster_spec(resource(), "img:1"))
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        selector = spec.get("selector")
+        if obj["kind"] in ("Deployment", "StatefulSet"):
+            labels = spec["template"]["metadata"]["labels"]
+            assert selector["matchLabels"].items() <= labels.items()
+        elif obj["kind"] == "Service":
+            assert selector["app.kubernetes.io/instance"] == "orders"
+
+
+def test_the_statefulset_follows_the_spec() -> None:
+    body = resource(
+        brokers=3,
+        image="registry/reconsume:2",
+        storage={"size": "20Gi", "storageClassName": "fast"},
+        resources={"requests": {"cpu": "500m"}, "limits": {"memory": "2Gi"}},
+    )
+    sts = by_kind(children(cluster_spec(body, "img:1")))[("StatefulSet", "orders-broker")]
+    assert sts["spec"]["replicas"] == 3
+    assert sts["spec"]["serviceName"] == "orders-broker"
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert claim["spec"]["storageClassName"] == "fast"
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry/reconsume:2"
+    assert container["resources"] == {"requests": {"cpu": "500m"}, "limits": {"memory": "2Gi"}}
+    args = container["args"]
+    assert args[0] == "broker"
+    assert args[args.index("--config") + 1] == f"{CONFIG_DIR}/{CONFIG_FILE}"
+    assert args[args.index("--namesrv") + 1] == "orders-namesrv.shop.svc:9876"
+    assert args[args.index("--broker-name") + 1] == "$(POD_NAME)"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["config"] == CONFIG_DIR
+    assert mounts["store"] == args[args.index("--store-dir") + 1]
+    probe = container["readinessProbe"]["httpGet"]
+    assert probe["path"] == "/readyz"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports[probe["port"]] == BROKER_HTTP_PORT
+
+
+def test_no_storage_class_means_the_cluster_default() -> None:
+    sts = by_kind(children(cluster_spec(resource(), "img:1")))[("StatefulSet", "orders-broker")]
+    assert "storageClassName" not in sts["spec"]["volumeClaimTemplates"][0]["spec"]
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "img:1"
+    assert "resources" not in container
+
+
+def test_the_broker_settings_file_is_what_the_broker_reads(tmp_path: Path) -> None:
+    body = resource(delayLevels="1s 5s 2m", flush="Sync", retentionHours=24)
+    config = by_kind(children(cluster_spec(body, "img:1")))[("ConfigMap", "orders-broker-config")]
+    values = tomllib.loads(config["data"][CONFIG_FILE])
+    settings = broker_settings(values, {"store_dir": str(tmp_path)})
+    assert settings.delay_levels == "1s 5s 2m"
+    assert settings.flush_mode is FlushMode.SYNC
+    assert settings.store.retention_hours == 24
+    assert settings.cluster_name == "orders"
+    assert settings.http_listen == f"0.0.0.0:{BROKER_HTTP_PORT}"
+
+
+def test_name_servers_and_the_disruption_budget() -> None:
+    objects = by_kind(children(cluster_spec(resource(nameServers=3), "img:1")))
+    assert objects[("Deployment", "orders-namesrv")]["spec"]["replicas"] == 3
+    pdb = objects[("PodDisruptionBudget", "orders-broker")]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    service = objects[("Service", "orders-broker")]
+    assert service["spec"]["clusterIP"] == "None"
+
+
+def test_adopting_sets_the_owner_reference() -> None:
+    body = resource()
+    objects = children(cluster_spec(body, "img:1"))
+    kopf.adopt(objects, owner=kopf.Body(body))
+    for obj in objects:
+        (reference,) = obj["metadata"]["ownerReferences"]
+        assert reference["kind"] == "BrokerCluster"
+        assert reference["uid"] == "u-1"
+        assert reference["controller"] is True
+
+
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_broker_names_are_the_pod_names(count: int) -> None:
+    assert broker_names("orders", count) == [f"orders-broker-{n}" for n in range(count)]

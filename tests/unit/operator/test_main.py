@@ -1,0 +1,80 @@
+"""The operator's command line, its handler registration and its metrics."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import kopf
+from prometheus_client import CollectorRegistry, Counter
+
+from reconsume_operator.config import OperatorConfig
+from reconsume_operator.metrics import RECONCILES, reconcile_timer, serve_metrics
+from reconsume_operator.registration import register
+
+SCRIPT = shutil.which("reconsume") or str(Path(sys.executable).with_name("reconsume"))
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_reconsume_operator_help_lists_the_operators_flags() -> None:
+    result = run("operator", "--help")
+    assert result.returncode == 0, result.stderr
+    for flag in ("--namespace", "--all-namespaces", "--metrics-port", "--standalone"):
+        assert flag in result.stdout
+
+
+def test_an_invalid_setting_is_refused_before_anything_runs() -> None:
+    result = run("operator", "-n", "shop", "--drift-seconds", "0")
+    assert result.returncode == 2
+    assert "drift interval must be positive" in result.stderr
+    assert run("operator").returncode == 2  # a scope (-n or -A) is required
+
+
+def test_every_handler_is_registered_in_the_given_registry() -> None:
+    registry = kopf.OperatorRegistry()
+    register(registry, OperatorConfig(drift_interval_s=2))
+    ids = {str(h.id) for h in registry._changing.get_all_handlers()}
+    assert {"reconcile-create", "reconcile-update", "reconcile-resume", "delete"} <= ids
+    assert {"cluster-create", "cluster-update", "cluster-resume"} <= ids
+    timers = list(registry._spawning.get_all_handlers())
+    assert {t.interval for t in timers} == {2}  # type: ignore[union-attr]
+    indices = {str(h.id) for h in registry._indexing.get_all_handlers()}
+    assert indices == {"broker_clusters", "group_claims", "topic_claims"}
+
+
+def sample(kind: str, result: str) -> float:
+    value = RECONCILES.labels(kind, result)._value.get()
+    return float(value)
+
+
+def test_reconciles_are_counted_by_kind_and_result() -> None:
+    before_ok, before_error = sample("Unit", "ok"), sample("Unit", "error")
+    with reconcile_timer("Unit") as outcome:
+        outcome.result = "ok"
+    try:
+        with reconcile_timer("Unit"):
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert sample("Unit", "ok") == before_ok + 1
+    assert sample("Unit", "error") == before_error + 1
+
+
+def test_metrics_are_served_over_http() -> None:
+    registry = CollectorRegistry()
+    Counter("reconsume_operator_probe", "A probe.", registry=registry).inc()
+    server, thread, port = serve_metrics(0, registry)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            body = response.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert "reconsume_operator_probe_total 1.0" in body
