@@ -202,7 +202,9 @@ def broker_service(spec: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def broker_statefulset(spec: ClusterSpec) -> dict[str, Any]:
+def broker_statefulset(spec: ClusterSpec, replicas: int | None = None) -> dict[str, Any]:
+    """The brokers; ``replicas`` (default ``spec.brokers``) differs while a scale-down waits
+    for the brokers to remove to drain."""
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -260,7 +262,7 @@ def broker_statefulset(spec: ClusterSpec) -> dict[str, Any]:
         "metadata": _meta(broker_name(spec.name), spec, "broker"),
         "spec": {
             "serviceName": broker_name(spec.name),
-            "replicas": spec.brokers,
+            "replicas": spec.brokers if replicas is None else replicas,
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": _selector(spec.name, "broker")},
             "template": {
@@ -286,8 +288,9 @@ def broker_disruption_budget(spec: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def children(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """Every object the cluster runs, in creation order; none for an external cluster."""
+def children(spec: ClusterSpec, broker_replicas: int | None = None) -> list[dict[str, Any]]:
+    """Every object the cluster runs, in creation order; none for an external cluster.
+    ``broker_replicas`` replaces ``spec.brokers`` as the StatefulSet's replicas."""
     if spec.external:
         return []
     return [
@@ -295,6 +298,6 @@ def children(spec: ClusterSpec) -> list[dict[str, Any]]:
         namesrv_service(spec),
         namesrv_deployment(spec),
         broker_service(spec),
-        broker_statefulset(spec),
+        broker_statefulset(spec, broker_replicas),
         broker_disruption_budget(spec),
     ]

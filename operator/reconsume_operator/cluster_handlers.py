@@ -1,6 +1,11 @@
 """Kopf handlers of BrokerClusters: the child objects of an operator-run cluster (owned by the
 resource, so Kubernetes deletes them with it), and the status both kinds of cluster report.
 
+Lowering ``spec.brokers`` of an operator-run cluster scales the broker StatefulSet down only
+once the brokers to remove are drained (:mod:`reconsume_operator.scale_down`); until then
+every other child is applied, the StatefulSet keeps its replicas, Ready is False with reason
+``ScaleDownBlocked`` and the handler retries with backoff.
+
 The index ``broker_clusters`` tells the ConsumerGroup and Topic handlers where a cluster's
 name servers are, without an API request per reconcile.
 """
@@ -12,13 +17,22 @@ from typing import Any
 
 import kopf
 
-from reconsume_operator.children import children, cluster_spec
-from reconsume_operator.clusters import observe_cluster
+from reconsume.errors import ReconsumeError
+from reconsume_operator.children import ClusterSpec, broker_name, children, cluster_spec
+from reconsume_operator.clusters import observe_cluster, operator_address
 from reconsume_operator.conditions import READY, Condition
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
 from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import reconcile_timer
 from reconsume_operator.reconcile import Target
+from reconsume_operator.scale_down import (
+    BLOCKED,
+    ScaleDecision,
+    observe_drain,
+    removed_brokers,
+    scale_decision,
+    unobservable,
+)
 from reconsume_operator.status import status_patch
 
 PLURAL = "brokerclusters"
@@ -26,20 +40,45 @@ LABEL = "BrokerCluster"
 
 
 def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
+    template = ctx.config.name_server_template
+
     @kopf.index(GROUP, VERSION, PLURAL, registry=registry, id="broker_clusters")
     def broker_clusters(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Target]:
         spec = cluster_spec(body, ctx.config.image)
-        return {(spec.namespace, spec.name): Target(spec.name_server, spec.rocketmq_cluster)}
+        address = operator_address(spec, template)
+        return {(spec.namespace, spec.name): Target(address, spec.rocketmq_cluster)}
+
+    async def decide_replicas(spec: ClusterSpec) -> ScaleDecision:
+        """The broker StatefulSet's replicas: ``spec.brokers``, or its current replicas while
+        the brokers a scale-down removes are not drained."""
+        if spec.external:
+            return ScaleDecision(spec.brokers)
+        current_sts = await asyncio.to_thread(
+            ctx.writer.get, "apps/v1", "StatefulSet", spec.namespace, broker_name(spec.name)
+        )
+        current = None if current_sts is None else (current_sts.get("spec") or {}).get("replicas")
+        removed = removed_brokers(spec.name, current, spec.brokers)
+        if not removed:
+            return ScaleDecision(spec.brokers)
+        address = operator_address(spec, template)
+        try:
+            async with ctx.admin(address) as admin:
+                drains = await observe_drain(admin, spec.rocketmq_cluster, removed)
+        except (ReconsumeError, OSError) as exc:
+            error = f"name server {address} did not answer: {exc or type(exc).__name__}"
+            drains = unobservable(removed, error)
+        return scale_decision(spec.name, current, spec.brokers, drains)
 
     async def reconcile_cluster(
         body: kopf.Body, patch: kopf.Patch, retry: int = 0, **_: Any
     ) -> None:
         with reconcile_timer(LABEL) as outcome:
             spec = cluster_spec(body, ctx.config.image)
-            objects = children(spec)
-            kopf.adopt(objects, owner=body)
             generation = body.meta.get("generation")
             try:
+                decision = await decide_replicas(spec)
+                objects = children(spec, decision.replicas)
+                kopf.adopt(objects, owner=body)
                 for obj in objects:
                     await asyncio.to_thread(ctx.writer.apply, obj)
             except KubeError as exc:
@@ -48,12 +87,17 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
                     status_patch(body.get("status"), generation, utc_now(), [condition])
                 )
                 raise kopf.TemporaryError(str(exc), delay=ctx.backoff_s(retry)) from exc
-            observed = await observe_cluster(spec, ctx.admin)
+            observed = await observe_cluster(spec, ctx.admin, operator_address(spec, template))
             condition = Condition(READY, observed.ready, observed.reason, observed.message)
+            if decision.blocked:
+                condition = Condition(READY, False, BLOCKED, decision.message)
             fields = {"phase": observed.phase, **observed.fields}
             patch.status.update(
                 status_patch(body.get("status"), generation, utc_now(), [condition], fields)
             )
+            if decision.blocked:
+                outcome.result = "refused"
+                raise kopf.TemporaryError(decision.message, delay=ctx.backoff_s(retry))
             outcome.result = "ok" if observed.ready else "pending"
 
     kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="cluster-create")(

@@ -28,15 +28,27 @@ class ClusterStatus:
     fields: dict[str, Any]
 
 
+def operator_address(spec: ClusterSpec, template: str | None = None) -> str:
+    """The address the operator reaches the cluster's name servers at: an external cluster's,
+    else ``template`` with ``{cluster}`` and ``{namespace}`` replaced (the operator setting
+    ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE``), else the name-server Service."""
+    if spec.external or template is None:
+        return spec.name_server
+    return template.format(cluster=spec.name, namespace=spec.namespace)
+
+
 def cluster_status(
-    spec: ClusterSpec, brokers: Sequence[BrokerInfo] | None, error: str | None = None
+    spec: ClusterSpec,
+    brokers: Sequence[BrokerInfo] | None,
+    error: str | None = None,
+    address: str | None = None,
 ) -> ClusterStatus:
     """The status of ``spec`` given the brokers its name servers list (None with ``error``
-    when they did not answer)."""
+    when they did not answer at ``address``, by default ``spec.name_server``)."""
     fields: dict[str, Any] = {"nameServer": spec.name_server}
     if brokers is None:
         phase = "Failed" if spec.external else "Pending"
-        message = f"name server {spec.name_server} did not answer: {error}"
+        message = f"name server {address or spec.name_server} did not answer: {error}"
         return ClusterStatus(phase, False, "NameServerUnreachable", message, fields)
     fields["brokers"] = [
         {
@@ -57,10 +69,14 @@ def cluster_status(
     return ClusterStatus("Running", True, "Running", message, fields)
 
 
-async def observe_cluster(spec: ClusterSpec, admin_factory: AdminFactory) -> ClusterStatus:
+async def observe_cluster(
+    spec: ClusterSpec, admin_factory: AdminFactory, address: str | None = None
+) -> ClusterStatus:
+    """Ask the name servers at ``address`` (default ``spec.name_server``) for the brokers."""
+    address = address or spec.name_server
     try:
-        async with admin_factory(spec.name_server) as admin:
+        async with admin_factory(address) as admin:
             brokers = await admin.brokers(spec.rocketmq_cluster)
     except (ReconsumeError, OSError) as exc:
-        return cluster_status(spec, None, str(exc) or type(exc).__name__)
+        return cluster_status(spec, None, str(exc) or type(exc).__name__, address)
     return cluster_status(spec, brokers)

@@ -30,22 +30,46 @@ class OperatorConfig:
     peering_name: str = DEFAULT_PEERING
     """Name of the KopfPeering (namespaced) or ClusterKopfPeering (cluster-wide) object that
     lets several replicas run with exactly one active."""
+    peering_lifetime_s: int = 60
+    """Seconds a replica's keep-alive in the peering object counts; a replica silent for this
+    long (killed, say) is presumed gone and the next one in priority takes over. Keep-alives
+    are sent 5-10 s before it runs out (every second when it is 10 s or less)."""
+    namespaces: tuple[str, ...] = ()
+    """The namespaces watched (``-n``; empty: the whole cluster or not known), for the peering
+    objects created at startup."""
     standalone: bool = False
     """Run without peering (a single replica; no peering CRDs needed)."""
     image: str = DEFAULT_IMAGE
     """Image of name servers and brokers of a BrokerCluster that does not name one."""
+    name_server_template: str | None = None
+    """Address (``host:port``, several separated by ``;``) the operator itself uses to reach
+    the name servers of an operator-run BrokerCluster, with ``{cluster}`` and ``{namespace}``
+    replaced; None: the name-server Service, ``<cluster>-namesrv.<namespace>.svc:9876``. For
+    an operator running outside the Kubernetes network (through a tunnel or port-forward) and
+    for tests that run the name server as a local process; pods keep using the Service."""
 
     def __post_init__(self) -> None:
         if self.drift_interval_s <= 0:
             raise ValueError(f"drift interval must be positive, got {self.drift_interval_s} s")
         if not 0 < self.backoff_base_s <= self.backoff_max_s:
             raise ValueError("backoff needs 0 < base <= max")
+        if self.peering_lifetime_s < 1:
+            raise ValueError(f"peering lifetime must be at least 1 s: {self.peering_lifetime_s}")
+        if self.name_server_template is not None:
+            try:
+                self.name_server_template.format(cluster="c", namespace="ns")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(
+                    f"name-server address template {self.name_server_template!r} may use only "
+                    f"{{cluster}} and {{namespace}}: {exc}"
+                ) from exc
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
         """Defaults, replaced by ``RECONSUME_DRIFT_SECONDS``, ``RECONSUME_BACKOFF_MAX_SECONDS``,
-        ``RECONSUME_METRICS_PORT`` (empty: none), ``RECONSUME_PEERING`` and
-        ``RECONSUME_BROKER_IMAGE`` when set."""
+        ``RECONSUME_METRICS_PORT`` (empty: none), ``RECONSUME_PEERING``,
+        ``RECONSUME_PEERING_LIFETIME_SECONDS``, ``RECONSUME_BROKER_IMAGE`` and
+        ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` when set."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
         if env.get("RECONSUME_DRIFT_SECONDS"):
@@ -57,8 +81,12 @@ class OperatorConfig:
             values["metrics_port"] = int(port) if port else None
         if env.get("RECONSUME_PEERING"):
             values["peering_name"] = env["RECONSUME_PEERING"]
+        if env.get("RECONSUME_PEERING_LIFETIME_SECONDS"):
+            values["peering_lifetime_s"] = int(env["RECONSUME_PEERING_LIFETIME_SECONDS"])
         if env.get("RECONSUME_BROKER_IMAGE"):
             values["image"] = env["RECONSUME_BROKER_IMAGE"]
+        if env.get("RECONSUME_NAMESERVER_ADDRESS_TEMPLATE"):
+            values["name_server_template"] = env["RECONSUME_NAMESERVER_ADDRESS_TEMPLATE"]
         return replace(cls(), **values)
 
 

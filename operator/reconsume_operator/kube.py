@@ -12,6 +12,7 @@ import kubernetes.config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 FIELD_MANAGER = "reconsume-operator"
 
@@ -65,6 +66,36 @@ class ChildWriter:
             raise KubeError(f"{what}: {exc.status} {exc.reason}: {exc.body!r}") from exc
         except (OSError, ConfigException) as exc:
             raise KubeError(f"{obj['kind']} {obj['metadata']['name']}: {exc}") from exc
+
+    def create_missing(self, obj: Mapping[str, Any]) -> bool:
+        """Create ``obj`` unless an object of its kind and name exists; whether it was created."""
+        try:
+            client = self._client()
+            resource = client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            client.create(resource, body=dict(obj), namespace=obj["metadata"].get("namespace"))
+        except ApiException as exc:
+            if exc.status == 409:  # AlreadyExists
+                return False
+            what = f"{obj['kind']} {obj['metadata']['name']}"
+            raise KubeError(f"{what}: {exc.status} {exc.reason}: {exc.body!r}") from exc
+        except (OSError, ConfigException, ResourceNotFoundError) as exc:
+            raise KubeError(f"{obj['kind']} {obj['metadata']['name']}: {exc}") from exc
+        return True
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            client = self._client()
+            resource = client.resources.get(api_version=api_version, kind=kind)
+            found = client.get(resource, name=name, namespace=namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeError(f"{kind} {name}: {exc.status} {exc.reason}: {exc.body!r}") from exc
+        except (OSError, ConfigException, ResourceNotFoundError) as exc:
+            raise KubeError(f"{kind} {name}: {exc}") from exc
+        document: dict[str, Any] = found.to_dict()
+        return document
 
     def close(self) -> None:
         with self._lock:

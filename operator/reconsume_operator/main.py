@@ -49,6 +49,11 @@ def build_parser(prog: str = "reconsume operator") -> argparse.ArgumentParser:
     parser.add_argument(
         "--priority", type=int, help="peering priority: the highest-priority replica acts"
     )
+    parser.add_argument(
+        "--peering-lifetime", type=int, metavar="SECONDS",
+        help="seconds after its last keep-alive that a silent replica is presumed gone "
+        "(default 60, env RECONSUME_PEERING_LIFETIME_SECONDS)",
+    )  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     return parser
 
@@ -65,6 +70,9 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         changes["drift_interval_s"] = args.drift_seconds
     if args.peering:
         changes["peering_name"] = args.peering
+    if args.peering_lifetime is not None:
+        changes["peering_lifetime_s"] = args.peering_lifetime
+    changes["namespaces"] = tuple(args.namespaces or ())
     return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
 
 

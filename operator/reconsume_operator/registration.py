@@ -18,6 +18,7 @@ from reconsume_operator.config import OperatorConfig
 from reconsume_operator.context import FINALIZER, STORAGE_PREFIX, OperatorContext
 from reconsume_operator.kube import ChildWriter
 from reconsume_operator.metrics import serve_metrics
+from reconsume_operator.peering import ensure_peering
 from reconsume_operator.topology_handlers import register_topology
 
 QUEUEING_ERROR_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
@@ -49,6 +50,14 @@ def register(
             # Several replicas: exactly one (the highest priority, then the oldest) acts.
             settings.peering.name = config.peering_name
             settings.peering.mandatory = True
+            settings.peering.lifetime = config.peering_lifetime_s
+            ensure_peering(
+                ctx.writer,
+                config.peering_name,
+                clusterwide=settings.peering.clusterwide,
+                namespaces=config.namespaces,
+                logger=logger,
+            )
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
             prefix=STORAGE_PREFIX
         )

@@ -166,10 +166,15 @@ class Resources:
 
 @contextmanager
 def running_operator(
-    namespace: str, control_plane: ControlPlane, *, drift_s: float = DRIFT_S
+    namespace: str,
+    control_plane: ControlPlane,
+    *,
+    drift_s: float = DRIFT_S,
+    name_server_template: str | None = None,
 ) -> Iterator[KopfRunner]:
     """The operator in this process, watching ``namespace``, standalone, without metrics,
-    logged in with the control plane's client certificate."""
+    logged in with the control plane's client certificate; ``name_server_template`` is its
+    ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` (operator-run clusters' name servers)."""
     config = OperatorConfig(
         drift_interval_s=drift_s,
         backoff_base_s=0.5,
@@ -177,6 +182,7 @@ def running_operator(
         metrics_port=None,
         liveness_port=None,
         standalone=True,
+        name_server_template=name_server_template,
     )
     registry = kopf.OperatorRegistry()
     register(registry, config, login=False, kube=control_plane.configuration())

@@ -29,6 +29,7 @@ from reconsume.wire.broker_headers import (
     DeleteTopicRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
+    QueryTopicConsumeByWhoRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from reconsume.wire.codes import RequestCode, ResponseCode
@@ -271,6 +272,20 @@ class AdminClient:
         for address in await self._masters(cluster):
             ids.update(await self._api.consumer_ids(address, group))
         return sorted(ids)
+
+    async def topic_groups(self, broker: str, topic: str) -> list[str]:
+        """The groups that consume ``topic`` on one broker (an address): those online with a
+        subscription to it and those with committed offsets in it (``QUERY_TOPIC_CONSUME_BY_WHO``,
+        what ``mqadmin topicList -c`` asks)."""
+        header = QueryTopicConsumeByWhoRequestHeader(topic=topic)
+        response = await self._api.checked(
+            broker,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+            header.to_ext_fields(),
+            what=f"groups of {topic} on {broker}",
+        )
+        document = loads_fastjson(response.body) if response.body else {}
+        return sorted(str(g) for g in document.get("groupList") or [])
 
     # ------------------------------------------------------------------ offsets
     async def _broker_of(self, queue: MessageQueue) -> str:

@@ -1,0 +1,67 @@
+"""The peering object the replicas of the operator find each other through.
+
+Kopf neither defines the peering resources nor creates the peering object; with mandatory
+peering and no object it waits, silently and for ever. So the operator creates its object at
+startup when it is missing: a ClusterKopfPeering when it watches the whole cluster, else a
+KopfPeering in every watched namespace named exactly (a glob pattern names no namespace to
+create one in). The definitions themselves (``crds/kopf/peering.yaml``) stay the installer's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from reconsume_operator.kube import ChildWriter, KubeError
+
+PEERING_API_VERSION = "kopf.dev/v1"
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def peering_objects(
+    name: str, *, clusterwide: bool, namespaces: Iterable[str]
+) -> list[dict[str, Any]]:
+    """The peering objects the operator needs: one cluster-wide, or one per namespace named
+    plainly in ``namespaces`` (Kopf's comma-separated lists are split; globs and exclusions
+    are skipped)."""
+    if clusterwide:
+        return [{"apiVersion": PEERING_API_VERSION, "kind": "ClusterKopfPeering",
+                 "metadata": {"name": name}}]  # fmt: skip
+    found: list[dict[str, Any]] = []
+    for pattern in namespaces:
+        for namespace in (part.strip() for part in pattern.split(",")):
+            if not _NAMESPACE.match(namespace):
+                continue
+            obj = {
+                "apiVersion": PEERING_API_VERSION,
+                "kind": "KopfPeering",
+                "metadata": {"name": name, "namespace": namespace},
+            }
+            if obj not in found:
+                found.append(obj)
+    return found
+
+
+def ensure_peering(
+    writer: ChildWriter,
+    name: str,
+    *,
+    clusterwide: bool,
+    namespaces: Iterable[str],
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+) -> None:
+    """Create the peering objects that are missing. One that cannot be created (no peering
+    definitions, no permission) is logged: the operator then waits until someone creates it."""
+    for obj in peering_objects(name, clusterwide=clusterwide, namespaces=namespaces):
+        where = obj["metadata"].get("namespace") or "the cluster"
+        what = f"{obj['kind']} {name} in {where}"
+        try:
+            if writer.create_missing(obj):
+                logger.info(f"created the peering object {what}")
+        except KubeError as exc:
+            logger.warning(
+                f"cannot create the peering object {what} (apply crds/kopf/peering.yaml and "
+                f"allow the operator to create it): {exc}; not reconciling until it exists"
+            )

@@ -1,0 +1,38 @@
+"""The peering objects the operator creates at startup, and the settings behind them."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconsume_operator.config import OperatorConfig
+from reconsume_operator.main import build_parser, config_from_args
+from reconsume_operator.peering import peering_objects
+
+
+def test_cluster_wide_operators_need_one_cluster_kopf_peering() -> None:
+    found = peering_objects("reconsume", clusterwide=True, namespaces=["shop"])
+    assert found == [
+        {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering",
+         "metadata": {"name": "reconsume"}},
+    ]  # fmt: skip
+
+
+def test_namespaced_operators_need_a_kopf_peering_in_every_namespace_named_plainly() -> None:
+    found = peering_objects("p", clusterwide=False, namespaces=["shop", "a,b", "shop-*", "!x", "b"])
+    assert [(o["kind"], o["metadata"]) for o in found] == [
+        ("KopfPeering", {"name": "p", "namespace": "shop"}),
+        ("KopfPeering", {"name": "p", "namespace": "a"}),
+        ("KopfPeering", {"name": "p", "namespace": "b"}),
+    ]
+
+
+def test_peering_lifetime_and_namespaces_come_from_the_command_line_or_environment() -> None:
+    args = build_parser().parse_args(["-n", "shop", "-n", "web", "--peering-lifetime", "15"])
+    config = config_from_args(args)
+    assert config.peering_lifetime_s == 15
+    assert config.namespaces == ("shop", "web")
+    env = {"RECONSUME_PEERING_LIFETIME_SECONDS": "20"}
+    assert OperatorConfig.from_env(env).peering_lifetime_s == 20
+    assert OperatorConfig().peering_lifetime_s == 60
+    with pytest.raises(ValueError, match="peering lifetime"):
+        OperatorConfig(peering_lifetime_s=0)
