@@ -79,6 +79,15 @@ def test_two_replicas_exactly_one_acts_and_the_other_takes_over(
     takeover_s = time.monotonic() - killed_at
     assert low.log_count(RESUMING) == 2
     assert takeover_s < LIFETIME_S + 15, f"takeover took {takeover_s:.1f} s"
+    # Applied on the brokers comes before the status write: wait for the status of generation 2.
+    operators.wait(
+        lambda: (
+            (resources.get(CG, "orders-consumer") or {}).get("status", {}).get("observedGeneration")
+            == 2
+        ),
+        30,
+        "status of generation 2",
+    )
     ready = resources.wait_condition(CG, "orders-consumer", "True", "Reconciled")
     assert ready["observedGeneration"] == 2
     # The killed replica's record is cleaned from the peering object.
