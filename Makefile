@@ -19,7 +19,7 @@ ALI_ONS_STAMP := $(ALI_ONS)/node_modules/.installed-$(shell cat $(ALI_ONS)/packa
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e ".[test,lint,fast,operator]"
+	$(BIN)/python -m pip install --quiet -e ".[test,lint,fast,operator,spark]"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

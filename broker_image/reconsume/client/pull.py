@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from reconsume.client.broker_api import BrokerApi
 from reconsume.client.offsets import OffsetStore
 from reconsume.client.process_queue import ProcessQueue
 from reconsume.client.routes import MessageQueue
@@ -48,6 +49,58 @@ def decode_pulled(body: bytes, subscription: Subscription) -> list[StoredMessage
             )
         messages.append(message)
     return messages
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pull's answer: the messages found (none when there is nothing at the offset) and
+    where the next pull starts."""
+
+    messages: list[StoredMessage]
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+async def pull_once(
+    api: BrokerApi,
+    address: str,
+    queue: MessageQueue,
+    offset: int,
+    *,
+    group: str,
+    max_nums: int = 32,
+) -> PullResult:
+    """One pull of ``queue`` from ``offset`` on the broker at ``address``: no long polling, no
+    offset commit, every tag. An offset the broker calls illegal answers no messages and the
+    offset it suggests as ``next_begin_offset``; any other refusal raises RemotingError."""
+    subscription = Subscription.parse(queue.topic)
+    header = PullMessageRequestHeader(
+        consumer_group=group,
+        topic=queue.topic,
+        queue_id=queue.queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=FLAG_SUBSCRIPTION,
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription=subscription.expression,
+        sub_version=subscription.version,
+        expression_type="TAG",
+        broker_name=queue.broker_name or None,
+    )
+    response = await api.call(address, RequestCode.PULL_MESSAGE, header.to_ext_fields())
+    code = response.code
+    if code not in (
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    ):
+        raise RemotingError(f"pull of {queue} at {offset} from {address}: {code} {response.remark}")
+    fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+    messages = decode_pulled(response.body, subscription) if code == ResponseCode.SUCCESS else []
+    return PullResult(messages, fields.next_begin_offset, fields.min_offset, fields.max_offset)
 
 
 class PullLoop:
