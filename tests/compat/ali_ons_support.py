@@ -5,14 +5,13 @@ parsed."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,14 +19,15 @@ import pytest
 
 from reconsume.wire.codes import RequestCode, ResponseCode
 
-from ..integration.cluster import start_broker
-from ..integration.processes import ServerProcess, start_server
-from ..integration.retry_support import TEST_DELAY_LEVELS
-from ..integration.wire_client import BrokerClient, eventually, ok
 from .conftest import NodeProject
+from .servers import (
+    BROKERS,
+    QUEUES_PER_BROKER,
+    Cluster,
+    compat_cluster,
+)
+from .servers import committed_at_queue_ends as at_queue_ends
 
-BROKERS = ("broker-a", "broker-b")
-QUEUES_PER_BROKER = 4
 TAG = "compat"
 DRIVER_TIMEOUT_S = 40
 """A driver gives up (exit 2, saying so) 10 s before the test kills it."""
@@ -37,52 +37,9 @@ Events = dict[str, list[dict[str, Any]]]
 T = TypeVar("T")
 
 
-@dataclass
-class Cluster:
-    namesrv: ServerProcess
-    brokers: dict[str, ServerProcess] = field(default_factory=dict)
-
-    def broker_of(self, address: str) -> str:
-        """The name of the broker listening on ``address`` (a message's store host)."""
-        names = [name for name, broker in self.brokers.items() if broker.address == address]
-        assert len(names) == 1, (address, {n: b.address for n, b in self.brokers.items()})
-        return names[0]
-
-
-@contextmanager
-def ali_ons_cluster(root: Path) -> Iterator[Cluster]:
-    """A name server and :data:`BROKERS` (cluster ``ali-ons``, Sync flush, 64 MiB commit-log
-    segments, the retry tests' millisecond delay levels), stopped cleanly afterwards."""
-    namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
-    cluster = Cluster(namesrv)
-    try:
-        for name in BROKERS:
-            cluster.brokers[name] = start_broker(
-                namesrv.address,
-                name,
-                root / name,
-                cluster="ali-ons",
-                extra=("--delay-levels", TEST_DELAY_LEVELS),
-            )
-        yield cluster
-    finally:
-        for broker in cluster.brokers.values():
-            assert broker.stop() == 0, "".join(broker.output)
-        assert namesrv.stop() == 0, "".join(namesrv.output)
-
-
-async def create_topic(cluster: Cluster, topic: str) -> None:
-    """``topic`` with 4 queues on each broker, visible in the name server's route."""
-    async with BrokerClient() as admin:
-        for broker in cluster.brokers.values():
-            ok(await admin.create_topic(broker.address, topic, QUEUES_PER_BROKER))
-
-        async def routed() -> bool:
-            route = await admin.route(cluster.namesrv.address, topic) or {}
-            queues = {q["brokerName"]: q["writeQueueNums"] for q in route.get("queueDatas", [])}
-            return queues == dict.fromkeys(BROKERS, QUEUES_PER_BROKER)
-
-        await eventually(routed, what=f"route of {topic} on both brokers")
+def ali_ons_cluster(root: Path) -> AbstractContextManager[Cluster]:
+    """The compat tier's name server and two brokers, as cluster ``ali-ons``."""
+    return compat_cluster(root, cluster_name="ali-ons")
 
 
 def all_queues() -> list[str]:
@@ -259,36 +216,10 @@ def check_protocol(run: DriverRun, exercised: Iterable[int]) -> None:
     assert not unanswered, unanswered
 
 
-async def group_offsets(
-    cluster: Cluster, group: str, topic: str, queues: int = QUEUES_PER_BROKER
-) -> dict[tuple[str, int], tuple[int, int]]:
-    """(broker, queue) → (the group's committed offset or -1, the queue's max offset)."""
-    found = {}
-    async with BrokerClient() as client:
-        for name, broker in cluster.brokers.items():
-            for queue_id in range(queues):
-                response = await client.query_offset(broker.address, group, topic, queue_id)
-                committed = -1
-                if response.code == ResponseCode.SUCCESS:
-                    committed = int(response.ext_fields["offset"])
-                max_offset = await client.queue_offset(
-                    broker.address, RequestCode.GET_MAX_OFFSET, topic, queue_id
-                )
-                found[name, queue_id] = (committed, max_offset)
-    return found
-
-
 def committed_at_queue_ends(
     cluster: Cluster, group: str, topic: str, queues: int = QUEUES_PER_BROKER
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """The brokers' offsets once every queue's committed offset is at its end (the client
-    commits with one-way requests, so they may land just after it exits)."""
-
-    async def all_committed() -> dict[tuple[str, int], tuple[int, int]] | None:
-        offsets = await group_offsets(cluster, group, topic, queues)
-        return offsets if all(c == m for c, m in offsets.values()) else None
-
-    result: dict[tuple[str, int], tuple[int, int]] = asyncio.run(
-        eventually(all_committed, what=f"{group}'s committed offsets at the ends of {topic}")
-    )
-    return result
+    """(broker, queue) → (committed, max offset), once every queue's committed offset is at its
+    end (:func:`servers.committed_at_queue_ends`; both numbers, as the tests compare them)."""
+    ends = at_queue_ends(cluster, group, topic, queues)
+    return {queue: (end, end) for queue, end in ends.items()}

@@ -35,19 +35,23 @@ class Cluster:
     namesrv: ServerProcess
     brokers: dict[str, ServerProcess] = field(default_factory=dict)
 
+    def broker_of(self, address: str) -> str:
+        """The name of the broker listening on ``address`` (a message's store host)."""
+        names = [name for name, broker in self.brokers.items() if broker.address == address]
+        assert len(names) == 1, (address, {n: b.address for n, b in self.brokers.items()})
+        return names[0]
+
     def broker_of_msg_id(self, offset_msg_id: str) -> str:
         """The name of the broker an offset message id says stored the message."""
         host, _ = parse_offset_msg_id(offset_msg_id)
-        address = f"{ipaddress.ip_address(host.ip)}:{host.port}"
-        names = [name for name, broker in self.brokers.items() if broker.address == address]
-        assert len(names) == 1, (offset_msg_id, address)
-        return names[0]
+        return self.broker_of(f"{ipaddress.ip_address(host.ip)}:{host.port}")
 
 
 @contextmanager
-def compat_cluster(root: Path) -> Iterator[Cluster]:
-    """A name server and :data:`BROKERS` (cluster ``compat``), each broker asserted to exit 0
-    on SIGTERM at the end."""
+def compat_cluster(root: Path, cluster_name: str = CLUSTER_NAME) -> Iterator[Cluster]:
+    """A name server and :data:`BROKERS` (cluster ``cluster_name``: Sync flush, 64 MiB commit-log
+    segments, the retry tests' short delay levels), each asserted to exit 0 on SIGTERM at the
+    end."""
     root.mkdir(parents=True, exist_ok=True)
     namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
     cluster = Cluster(namesrv)
@@ -57,7 +61,7 @@ def compat_cluster(root: Path) -> Iterator[Cluster]:
                 namesrv.address,
                 name,
                 root / name,
-                cluster=CLUSTER_NAME,
+                cluster=cluster_name,
                 extra=("--delay-levels", TEST_DELAY_LEVELS),
             )
         yield cluster

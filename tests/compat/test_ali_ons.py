@@ -24,10 +24,7 @@ from reconsume.wire.codes import RequestCode
 from ..integration.retry_support import TEST_DELAYS_MS
 from ..integration.wire_client import BrokerClient
 from .ali_ons_support import (
-    BROKERS,
-    QUEUES_PER_BROKER,
     TAG,
-    Cluster,
     DriverProcess,
     DriverRun,
     ali_ons_cluster,
@@ -35,11 +32,10 @@ from .ali_ons_support import (
     background_consumer,
     check_protocol,
     committed_at_queue_ends,
-    create_topic,
-    group_offsets,
     run_driver,
 )
 from .conftest import NodeProject
+from .servers import BROKERS, QUEUES_PER_BROKER, Cluster, create_topic, group_offsets
 
 COUNT = 1000
 RESUMED_COUNT = 200

@@ -23,16 +23,15 @@ from ..integration.retry_support import TEST_DELAYS_MS, read_queue
 from ..integration.wire_client import BrokerClient
 from .ali_ons_support import (
     TAG,
-    Cluster,
     ali_ons_cluster,
     all_queues,
     background_consumer,
     check_protocol,
     committed_at_queue_ends,
-    create_topic,
     run_driver,
 )
 from .conftest import NodeProject
+from .servers import Cluster, create_topic
 
 TOPIC = "ali-ons-retry"
 GROUP = "GID_ali_ons_retry"
