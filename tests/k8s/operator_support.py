@@ -26,7 +26,7 @@ from reconsume_operator.config import OperatorConfig
 from reconsume_operator.registration import register
 
 from ..integration.cluster import Cluster, start_cluster
-from .control_plane import ControlPlane
+from .control_plane import ControlPlane, eventually
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILES = [*sorted((REPO / "crds").glob("*.yaml")), REPO / "crds" / "kopf" / "peering.yaml"]
@@ -62,17 +62,6 @@ def install_crds(api: kubernetes.client.ApiClient) -> None:
         return True
 
     eventually(established, 30, "CRDs established")
-
-
-def eventually(probe: Callable[[], T | None], timeout_s: float = 30.0, what: str = "") -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what or 'condition'} not reached in {timeout_s} s"
-        time.sleep(0.1)
 
 
 def run_admin(name_servers: list[str], work: Callable[[AdminClient], Coroutine[Any, Any, T]]) -> T:
