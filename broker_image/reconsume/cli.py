@@ -157,8 +157,18 @@ def _broker(args: argparse.Namespace) -> int:
 def _operator(args: argparse.Namespace) -> int:
     # Only reconsume_operator may import kopf and kubernetes (.importlinter), so the operator
     # runs as its own program (also installed as `reconsume-operator`) instead of an import.
-    argv = [sys.executable, "-m", "reconsume_operator", *args.operator_args]
+    argv = [sys.executable, "-m", "reconsume_operator", *args.passed_args]
     os.execv(sys.executable, argv)
+
+
+def _dlq(args: argparse.Namespace) -> int:
+    try:
+        from reconsume.spark.jobs.main import main as dlq_main
+    except ImportError as exc:
+        print(f"reconsume dlq needs the spark extra (pip install 'reconsume[spark]'): {exc}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    return dlq_main(args.passed_args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,6 +266,15 @@ def build_parser() -> argparse.ArgumentParser:
     # `reconsume operator --help` lists them.
     operator.set_defaults(run=_operator)
 
+    dlq = commands.add_parser(
+        "dlq",
+        help="run a dead-letter job on Spark: drain, reprocess or purge (needs the spark extra)",
+        add_help=False,
+    )
+    # Its arguments (drain|reprocess|purge --name-server ... --group ...) are the job's own:
+    # `reconsume dlq --help` lists them.
+    dlq.set_defaults(run=_dlq)
+
     store = commands.add_parser("store", help="inspect a broker's message store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
     inspect = store_commands.add_parser(
@@ -270,8 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if args.command == "operator":
-        args.operator_args = rest
+    if args.command in ("operator", "dlq"):
+        args.passed_args = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(

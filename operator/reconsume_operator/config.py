@@ -8,7 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from reconsume import __version__
+
 DEFAULT_IMAGE = "ghcr.io/reconsume/reconsume:latest"
+DEFAULT_DLQ_JOBS_IMAGE = f"ghcr.io/reconsume/dlq-jobs:{__version__}"
+DEFAULT_DLQ_JOBS_MAIN_FILE = "local:///opt/reconsume/dlq_main.py"
 DEFAULT_PEERING = "reconsume"
 
 
@@ -41,6 +45,12 @@ class OperatorConfig:
     """Run without peering (a single replica; no peering CRDs needed)."""
     image: str = DEFAULT_IMAGE
     """Image of name servers and brokers of a BrokerCluster that does not name one."""
+    dlq_jobs_image: str = DEFAULT_DLQ_JOBS_IMAGE
+    """Image of the runs of a DeadLetterJob that does not name one (``spec.spark.image``):
+    the dlq-jobs image of this version, with ``reconsume dlq`` and Spark."""
+    dlq_jobs_main_file: str = DEFAULT_DLQ_JOBS_MAIN_FILE
+    """``mainApplicationFile`` of the SparkApplications of DeadLetterJobs (spark-operator
+    installed, ``k8s://`` master): the job's Python entry point inside the dlq-jobs image."""
     name_server_template: str | None = None
     """Address (``host:port``, several separated by ``;``) the operator itself uses to reach
     the name servers of an operator-run BrokerCluster, with ``{cluster}`` and ``{namespace}``
@@ -68,7 +78,8 @@ class OperatorConfig:
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
         """Defaults, replaced by ``RECONSUME_DRIFT_SECONDS``, ``RECONSUME_BACKOFF_MAX_SECONDS``,
         ``RECONSUME_METRICS_PORT`` (empty: none), ``RECONSUME_PEERING``,
-        ``RECONSUME_PEERING_LIFETIME_SECONDS``, ``RECONSUME_BROKER_IMAGE`` and
+        ``RECONSUME_PEERING_LIFETIME_SECONDS``, ``RECONSUME_BROKER_IMAGE``,
+        ``RECONSUME_DLQ_JOBS_IMAGE``, ``RECONSUME_DLQ_JOBS_MAIN_FILE`` and
         ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` when set."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
@@ -85,6 +96,10 @@ class OperatorConfig:
             values["peering_lifetime_s"] = int(env["RECONSUME_PEERING_LIFETIME_SECONDS"])
         if env.get("RECONSUME_BROKER_IMAGE"):
             values["image"] = env["RECONSUME_BROKER_IMAGE"]
+        if env.get("RECONSUME_DLQ_JOBS_IMAGE"):
+            values["dlq_jobs_image"] = env["RECONSUME_DLQ_JOBS_IMAGE"]
+        if env.get("RECONSUME_DLQ_JOBS_MAIN_FILE"):
+            values["dlq_jobs_main_file"] = env["RECONSUME_DLQ_JOBS_MAIN_FILE"]
         if env.get("RECONSUME_NAMESERVER_ADDRESS_TEMPLATE"):
             values["name_server_template"] = env["RECONSUME_NAMESERVER_ADDRESS_TEMPLATE"]
         return replace(cls(), **values)

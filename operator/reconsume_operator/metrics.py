@@ -21,6 +21,11 @@ RECONCILE_SECONDS = Histogram(
     ["kind"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+DEAD_LETTER_JOB_RUNS = Counter(
+    "reconsume_operator_dead_letter_job_runs",
+    "Finished DeadLetterJob runs by phase (Succeeded, Failed), each counted once.",
+    ["phase"],
+)
 
 
 class Outcome:

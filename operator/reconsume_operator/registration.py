@@ -16,7 +16,8 @@ from reconsume.topology import Kind
 from reconsume_operator.cluster_handlers import register_clusters
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.context import FINALIZER, STORAGE_PREFIX, OperatorContext
-from reconsume_operator.kube import ChildWriter
+from reconsume_operator.job_handlers import register_jobs
+from reconsume_operator.job_kube import JobKube
 from reconsume_operator.metrics import serve_metrics
 from reconsume_operator.peering import ensure_peering
 from reconsume_operator.topology_handlers import register_topology
@@ -36,7 +37,8 @@ def register(
     """Register every handler and the settings handler in ``registry``; with ``login`` also
     Kopf's login through ``kubernetes`` (else the caller registers one). Child objects are
     written with ``kube`` (default: the pod's service account, else the kubeconfig)."""
-    ctx = OperatorContext(config, ChildWriter(kube))
+    writer = JobKube(kube)
+    ctx = OperatorContext(config, writer)
 
     @kopf.on.startup(registry=registry)
     def configure(
@@ -88,4 +90,5 @@ def register(
     register_clusters(registry, ctx)
     register_topology(registry, ctx, Kind.GROUP)
     register_topology(registry, ctx, Kind.TOPIC)
+    register_jobs(registry, ctx, writer)
     return ctx

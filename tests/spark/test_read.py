@@ -12,16 +12,14 @@ from typing import Any
 import pytest
 
 from reconsume.client.admin import AdminClient
-from reconsume.client.listener import ConcurrentContext, ConsumeStatus
 from reconsume.client.producer import Producer, SendResult
-from reconsume.client.push import PushConsumer
 from reconsume.message import properties as props
 from reconsume.message.configs import SubscriptionGroupConfig
-from reconsume.message.model import Message, StoredMessage
+from reconsume.message.model import Message
 from reconsume.message.names import dead_letter_topic
 
 from ..integration.cluster import Cluster, create_topic, send_all
-from ..integration.wire_client import eventually
+from .dead_letters import fail_into_the_dlq
 
 QUEUES_PER_BROKER = 2
 COUNT = 40
@@ -129,36 +127,7 @@ def test_a_groups_dead_letters_read_with_their_origin(spark: Any, spark_cluster:
     topic, group = "spark-invoices", "spark-invoices-consumer"
     count = 12
 
-    async def fail_into_the_dlq() -> list[SendResult]:
-        async with AdminClient(spark_cluster.name_servers) as admin:
-            await admin.create_group(SubscriptionGroupConfig(group))
-            sent = []
-            await create_topic(admin, topic, 1)
-            async with Producer(spark_cluster.name_servers) as producer:
-                sent = await send_all(producer, messages(topic, count))
-
-            async def fail(batch: list[StoredMessage], context: ConcurrentContext) -> ConsumeStatus:
-                return ConsumeStatus.RECONSUME_LATER
-
-            # A maximum of 0 reconsume times: the first failure is sent back beyond it, and
-            # the broker stores the message in %DLQ%<group>.
-            consumer = PushConsumer(
-                spark_cluster.name_servers, group, instance_name=group, max_reconsume_times=0
-            )
-            consumer.subscribe(topic)
-            consumer.register_listener(fail)
-            await consumer.start()
-            try:
-
-                async def all_dead() -> bool:
-                    return await admin.topic_depth(dead_letter_topic(group)) == count
-
-                await eventually(all_dead, 60, what="every message dead-lettered")
-            finally:
-                await consumer.shutdown()
-        return sent
-
-    sent = asyncio.run(fail_into_the_dlq())
+    sent = asyncio.run(fail_into_the_dlq(spark_cluster, topic, group, messages(topic, count)))
 
     rows = read(spark, spark_cluster, deadLetterGroup=group)
 

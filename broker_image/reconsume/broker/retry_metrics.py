@@ -7,8 +7,10 @@ offsets; the schedule series from the schedule service's counters and queue offs
 * ``retry_depth{group}``: retries the group has not consumed yet, summed over the queues of
   ``%RETRY%<group>``: max offset - the group's committed offset (min offset when it has
   none). Retries still waiting for their delay are not in it (see ``schedule_pending``).
-* ``dead_letter_depth{group}``: dead letters kept, max offset - min offset of
-  ``%DLQ%<group>``: nobody consumes a DLQ as the group, so what is kept is the backlog.
+* ``dead_letter_depth{group}``: dead letters no dead-letter job has handled yet, summed over
+  the queues of ``%DLQ%<group>``: max offset - the committed offset of the jobs' group
+  ``%DLQ%<group>`` (min offset when it has none). Jobs commit only after an archive is
+  written or the messages are re-sent, so this is the backlog still to deal with.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from prometheus_client.core import (
 )
 
 from reconsume.broker.context import BrokerContext
-from reconsume.message.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from reconsume.message.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dead_letter_job_group,
+)
 from reconsume.store import MessageStore
 from reconsume.store.tables import consumer_offset_key
 
@@ -83,7 +89,10 @@ def _depths(store: MessageStore) -> Iterable[Metric]:
             retry[group] = retry.get(group, 0) + max(0, queue.max_offset - start)
         elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             group = topic.removeprefix(DLQ_GROUP_TOPIC_PREFIX)
-            dead[group] = dead.get(group, 0) + max(0, queue.max_offset - queue.min_offset)
+            job_group = dead_letter_job_group(group)
+            handled = offsets.get(consumer_offset_key(topic, job_group), queue.queue_id)
+            start = queue.min_offset if handled is None else max(handled, queue.min_offset)
+            dead[group] = dead.get(group, 0) + max(0, queue.max_offset - start)
     retry_depth = GaugeMetricFamily(
         PREFIX + "retry_depth",
         "Retries in %RETRY%<group> the group has not consumed (max - committed offset).",
@@ -93,7 +102,8 @@ def _depths(store: MessageStore) -> Iterable[Metric]:
         retry_depth.add_metric([group], depth)
     dead_depth = GaugeMetricFamily(
         PREFIX + "dead_letter_depth",
-        "Dead letters kept in %DLQ%<group> (max - min offset).",
+        "Dead letters in %DLQ%<group> no dead-letter job has handled (max offset - the "
+        "committed offset of group %DLQ%<group>).",
         labels=["group"],
     )
     for group, depth in sorted(dead.items()):

@@ -74,6 +74,11 @@ class AdminClient:
         self._api = BrokerApi(self._client, timeout_s)
         self._routes = RouteCache(self._client, self._name_servers, ttl_s=1.0, timeout_s=timeout_s)
 
+    @property
+    def broker_api(self) -> BrokerApi:
+        """Requests to one broker by address (offsets, pulls), on this client's connections."""
+        return self._api
+
     async def __aenter__(self) -> AdminClient:
         return self
 
@@ -302,15 +307,7 @@ class AdminClient:
     async def update_consumer_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
         """Set the group's committed offset (reset progress; consumers pick it up when the queue
         is next assigned)."""
-        header = UpdateConsumerOffsetRequestHeader(
-            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id, commit_offset=offset
-        )
-        await self._api.checked(
-            await self._broker_of(queue),
-            RequestCode.UPDATE_CONSUMER_OFFSET,
-            header.to_ext_fields(),
-            what=f"offset of {group} on {queue}",
-        )
+        await self.set_committed_offset_at(await self._broker_of(queue), group, queue, offset)
 
     async def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
         """Per queue of ``topic``: stored range and the group's committed offset."""
@@ -345,6 +342,26 @@ class AdminClient:
                 low = max(low, await self._committed_offset(broker, group, queue))
             total += max(0, high - low)
         return total
+
+    async def set_committed_offset_at(
+        self, broker: str, group: str, queue: MessageQueue, offset: int
+    ) -> None:
+        """Set the group's committed offset of ``queue`` on the broker at address ``broker``
+        (no route needed: for topics a name server may not route yet)."""
+        header = UpdateConsumerOffsetRequestHeader(
+            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id, commit_offset=offset
+        )
+        await self._api.checked(
+            broker,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            header.to_ext_fields(),
+            what=f"offset of {group} on {queue}",
+        )
+
+    async def committed_offset_at(self, broker: str, group: str, queue: MessageQueue) -> int:
+        """The group's committed offset of ``queue`` on the broker at address ``broker``; -1
+        when it has none."""
+        return await self._committed_offset(broker, group, queue)
 
     async def _committed_offset(self, broker: str, group: str, queue: MessageQueue) -> int:
         header = QueryConsumerOffsetRequestHeader(

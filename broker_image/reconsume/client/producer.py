@@ -27,7 +27,13 @@ from reconsume.message import properties as props
 from reconsume.message.batch import BatchItem, encode_batch
 from reconsume.message.ids import UniqIdGenerator
 from reconsume.message.model import Message
-from reconsume.message.names import DEFAULT_TOPIC, is_retry_topic, validate_group, validate_topic
+from reconsume.message.names import (
+    DEFAULT_TOPIC,
+    is_dead_letter_topic,
+    is_retry_topic,
+    validate_group,
+    validate_topic,
+)
 from reconsume.wire.broker_headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
@@ -43,8 +49,9 @@ RetryState = tuple[int | None, int | None]
 
 def retry_state(topic: str, properties: dict[str, str]) -> RetryState:
     """Take RECONSUME_TIME and MAX_RECONSUME_TIMES out of ``properties`` when ``topic`` is a
-    retry topic; the values go into the send's header. Other topics keep them as properties."""
-    if not is_retry_topic(topic):
+    retry or dead-letter topic; the values go into the send's header (a dead letter sent back
+    to its DLQ keeps its reconsume times). Other topics keep them as properties."""
+    if not (is_retry_topic(topic) or is_dead_letter_topic(topic)):
         return None, None
 
     def take(name: str) -> int | None:
@@ -163,7 +170,7 @@ class Producer:
             target = queue or select_queue(route.write_queues, next(self._counter), failed_broker)
             try:
                 return await self._send_to(
-                    route, target, flag, properties, body, uniq, batch, retry
+                    _master(route, target), target, flag, properties, body, uniq, batch, retry
                 )
             except RemotingError as exc:
                 if not exc.retriable or queue is not None:
@@ -173,9 +180,20 @@ class Producer:
         assert last_error is not None
         raise last_error
 
+    async def send_direct(self, address: str, message: Message, queue: MessageQueue) -> SendResult:
+        """Send one message to ``queue`` on the broker at ``address`` without asking a name
+        server: for topics no route names yet (just created on that broker). No retries."""
+        validate_topic(message.topic)
+        properties = dict(message.properties)
+        uniq = properties.setdefault(props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self._ids.create())
+        encoded = props.encode_properties(properties)
+        return await self._send_to(
+            address, queue, message.flag, encoded, message.body, uniq, False, (None, None)
+        )
+
     async def _send_to(
         self,
-        route: TopicRoute,
+        address: str,
         queue: MessageQueue,
         flag: int,
         properties: str,
@@ -184,9 +202,6 @@ class Producer:
         batch: bool,
         retry: RetryState,
     ) -> SendResult:
-        address = route.master_of(queue.broker_name)
-        if address is None:
-            raise RemotingError(f"broker {queue.broker_name} has no master in the route")
         header = SendMessageRequestHeaderV2(
             producer_group=self.group,
             topic=queue.topic,
@@ -209,3 +224,10 @@ class Producer:
         answer = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
         stored = MessageQueue(queue.topic, queue.broker_name, answer.queue_id)
         return SendResult(uniq, answer.msg_id, stored, answer.queue_offset)
+
+
+def _master(route: TopicRoute, queue: MessageQueue) -> str:
+    address = route.master_of(queue.broker_name)
+    if address is None:
+        raise RemotingError(f"broker {queue.broker_name} has no master in the route")
+    return address

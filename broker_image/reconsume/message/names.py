@@ -62,6 +62,16 @@ def dead_letter_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
+def dead_letter_job_group(group: str) -> str:
+    """The consumer group whose committed offsets on ``%DLQ%<group>`` mark the dead letters
+    that dead-letter jobs have handled (drained, reprocessed or purged): ``%DLQ%<group>``.
+
+    A group of its own rather than ``group``, so that the group's consumer progress (what
+    ``mqadmin consumerProgress`` and lag alerts show) never includes its dead letters. The
+    dead-letter depth is what lies past these offsets."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
 def is_retry_topic(topic: str) -> bool:
     return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 

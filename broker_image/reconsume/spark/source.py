@@ -16,6 +16,9 @@ Options (names are case-insensitive):
 ``pullBatchSize``, ``timeoutSeconds``
     messages per pull (default 32) and the timeout of each broker request (default 10)
 
+``spark.readStream`` takes the same options but ``endingOffsets``, starts at ``latest`` by
+default, and takes ``maxMessagesPerTrigger`` (see reconsume.spark.stream).
+
 The end offsets are resolved once, on the driver, when the read is planned: a read has a
 defined scope however many messages arrive while it runs. Each non-empty queue range becomes
 one input partition, which pulls its range from the queue's broker.
@@ -29,7 +32,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from reconsume.client.admin import AdminClient
@@ -60,9 +70,11 @@ class ReadOptions:
     group: str
     pull_batch: int
     timeout_s: float
+    max_per_trigger: int | None = None
+    """A stream's maxMessagesPerTrigger (None: no limit)."""
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
         lowered = {str(k).lower(): str(v) for k, v in options.items()}
         servers = tuple(s for s in _SEPARATORS.split(lowered.get("nameserver", "")) if s)
         if not servers:
@@ -75,7 +87,12 @@ class ReadOptions:
             topic = dead_letter_topic(validate_group(group))
         assert topic is not None
         validate_topic(topic)
-        starting = TopicOffsets.parse_option(lowered.get("startingoffsets", "earliest"), topic)
+        if streaming and "endingoffsets" in lowered:
+            raise InvalidArgumentError("option endingOffsets is for batch reads, not streams")
+        if not streaming and "maxmessagespertrigger" in lowered:
+            raise InvalidArgumentError("option maxMessagesPerTrigger is for streams only")
+        default_start = "latest" if streaming else "earliest"
+        starting = TopicOffsets.parse_option(lowered.get("startingoffsets", default_start), topic)
         ending = TopicOffsets.parse_option(lowered.get("endingoffsets", "latest"), topic)
         if ending == EARLIEST:
             raise InvalidArgumentError("endingOffsets cannot be earliest")
@@ -88,6 +105,7 @@ class ReadOptions:
             validate_group(lowered.get("group", DEFAULT_GROUP)),
             _positive(lowered, "pullbatchsize", DEFAULT_PULL_BATCH, int),
             _positive(lowered, "timeoutseconds", DEFAULT_TIMEOUT_S, float),
+            _positive(lowered, "maxmessagespertrigger", 0, int) or None,
         )
 
 
@@ -228,7 +246,7 @@ class ReconsumeReader(DataSourceReader):
 
 class ReconsumeDataSource(DataSource):
     """Register with ``spark.dataSource.register(ReconsumeDataSource)``; read with
-    ``spark.read.format("reconsume")``."""
+    ``spark.read.format("reconsume")`` or ``spark.readStream.format("reconsume")``."""
 
     @classmethod
     def name(cls) -> str:
@@ -239,3 +257,18 @@ class ReconsumeDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return ReconsumeReader(ReadOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from reconsume.spark.stream import ReconsumeStreamReader  # it imports this module
+
+        return ReconsumeStreamReader(ReadOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from reconsume.spark.writer import ReconsumeWriter, writer_of
+
+        return ReconsumeWriter(*writer_of(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from reconsume.spark.writer import ReconsumeStreamWriter, writer_of
+
+        return ReconsumeStreamWriter(*writer_of(self.options, schema))

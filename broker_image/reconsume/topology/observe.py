@@ -15,7 +15,13 @@ from typing import Protocol
 from reconsume.client.admin import BrokerInfo
 from reconsume.errors import ReconsumeError
 from reconsume.message.configs import SubscriptionGroupConfig, TopicConfig
-from reconsume.message.names import dead_letter_topic, retry_topic
+from reconsume.message.names import (
+    dead_letter_job_group,
+    dead_letter_topic,
+    group_of,
+    is_dead_letter_topic,
+    retry_topic,
+)
 from reconsume.topology.model import Desired, Kind
 
 
@@ -78,7 +84,8 @@ class BrokerState:
     topics: Mapping[str, TopicConfig] = field(default_factory=dict)
     depths: Mapping[str, int] = field(default_factory=dict)
     """Messages stored per topic, for the topics observed closely (dead-letter topics, the
-    desired topics, topics to remove)."""
+    desired topics, topics to remove); for a dead-letter topic, those past the offsets of its
+    dead-letter jobs (see ``dead_letter_job_group``)."""
     retry_depths: Mapping[str, int] = field(default_factory=dict)
     """Per group: retries in its retry topic the group has not consumed."""
     error: str | None = None
@@ -139,7 +146,14 @@ async def observe_broker(admin: TopologyAdmin, info: BrokerInfo, desired: Desire
         for topic in sorted(stored):
             config = topics.get(topic)
             if config is not None:
-                depths[topic] = await admin.broker_depth(address, topic, config.read_queue_nums)
+                # A dead-letter topic's depth: what its jobs have not handled yet.
+                owner = group_of(topic) if is_dead_letter_topic(topic) else None
+                depths[topic] = await admin.broker_depth(
+                    address,
+                    topic,
+                    config.read_queue_nums,
+                    group=None if owner is None else dead_letter_job_group(owner),
+                )
         retry_depths: dict[str, int] = {}
         for topic, group in sorted(retries.items()):
             config = topics.get(topic)

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from reconsume.client.admin import BrokerInfo
 from reconsume.errors import RemotingConnectError
 from reconsume.message.configs import SubscriptionGroupConfig, TopicConfig
-from reconsume.message.names import is_retry_topic
+from reconsume.message.names import (
+    dead_letter_job_group,
+    group_of,
+    is_dead_letter_topic,
+    is_retry_topic,
+)
 
 
 @dataclass
@@ -22,6 +27,8 @@ class FakeBroker:
     """Messages per topic (max - min over its queues)."""
     unconsumed: dict[str, int] = field(default_factory=dict)
     """Per group: retries not consumed."""
+    handled: dict[str, int] = field(default_factory=dict)
+    """Per dead-letter topic: dead letters its jobs have handled (of those stored)."""
     down: bool = False
 
 
@@ -56,6 +63,9 @@ class FakeAdmin:
         self, broker: str, topic: str, queues: int, *, group: str | None = None
     ) -> int:
         state = self._broker(broker, "depth")
+        if group is not None and is_dead_letter_topic(topic):
+            assert group == dead_letter_job_group(group_of(topic) or "")
+            return state.stored.get(topic, 0) - state.handled.get(topic, 0)
         if group is not None:
             return state.unconsumed.get(group, 0)
         return state.stored.get(topic, 0)

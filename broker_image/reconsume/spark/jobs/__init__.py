@@ -1,0 +1,1 @@
+"""Dead-letter jobs on Spark: ``reconsume dlq drain|reprocess|purge`` (see main.py)."""

@@ -1,0 +1,193 @@
+"""The Spark side of a dead-letter job: the frame of a run's dead letters, the filter, and
+what is archived, re-sent or kept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType
+
+from reconsume.errors import InvalidArgumentError
+from reconsume.message import properties as props
+from reconsume.spark.jobs.params import JobParams
+from reconsume.spark.jobs.scope import Scope
+from reconsume.spark.ledger import Resume
+from reconsume.spark.offsets import QueueKey
+from reconsume.spark.schema import SCHEMA
+from reconsume.spark.sender import Counts
+from reconsume.spark.source import NAME
+
+MATCHED = "_matched"
+ARCHIVE_RUN = "archiveRun"
+"""Column of the archive naming the run that wrote each row."""
+DEAD_LETTER_DATE = "deadLetterDate"
+REPROCESSED = "RECONSUME_REPROCESSED"
+"""Property of a re-sent dead letter: the job that re-sent it."""
+RESET = (
+    props.RECONSUME_TIME,
+    props.MAX_RECONSUME_TIMES,
+    props.RETRY_TOPIC,
+    props.DLQ_ORIGIN_TOPIC,
+    props.DLQ_ORIGIN_MESSAGE_ID,
+    props.DLQ_TIME_MS,
+    props.DLQ_REASON,
+    props.DELAY_TIME_LEVEL,
+    props.REAL_TOPIC,
+    props.REAL_QUEUE_ID,
+    props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    props.ORIGIN_MESSAGE_ID,
+    REPROCESSED,
+)
+"""Properties a re-sent message loses: the retry state starts again."""
+
+
+class InvalidFilterError(InvalidArgumentError):
+    """The filter does not parse, names unknown columns or is not a condition."""
+
+
+def dead_letters(spark: SparkSession, params: JobParams, scope: Scope) -> DataFrame:
+    """The dead letters of the run, with the filter's verdict in column ``_matched``."""
+    frame = (
+        spark.read.format(NAME)
+        .option("nameServer", ";".join(params.name_servers))
+        .option("deadLetterGroup", params.group)
+        .option("group", params.group)
+        .option("startingOffsets", scope.starting().to_json())
+        .option("endingOffsets", scope.ending().to_json())
+        .option("timeoutSeconds", str(params.timeout_s))
+        .load()
+    )
+    return frame.withColumn(MATCHED, matched(frame, params.filter))
+
+
+def matched(frame: DataFrame, condition: str | None) -> Column:
+    """The filter as a column (true for every row without one); refuses a filter that does
+    not parse, names unknown columns or is not a boolean condition."""
+    if condition is None:
+        return F.lit(True)
+    try:
+        column = F.expr(condition)
+        kind = frame.select(column.alias("m")).schema["m"].dataType
+    except (ParseException, AnalysisException) as exc:
+        raise InvalidFilterError(f"filter {condition!r}: {_first_line(exc)}") from exc
+    if not isinstance(kind, BooleanType):
+        raise InvalidFilterError(
+            f"filter {condition!r} is {kind.simpleString()}, not a boolean condition"
+        )
+    return F.coalesce(column, F.lit(False))
+
+
+def check_filter(spark: SparkSession, condition: str) -> None:
+    """Refuse a bad filter without reading anything (checked against the schema)."""
+    matched(spark.createDataFrame([], SCHEMA), condition)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def observed(frame: DataFrame, name: str) -> tuple[DataFrame, Observation]:
+    """``frame`` counting its rows (read) and the filter's matches as an action runs."""
+    observation = Observation(name)
+    counted = frame.observe(
+        observation,
+        F.count(F.lit(1)).alias("read"),
+        F.sum(F.when(F.col(MATCHED), 1).otherwise(0)).alias("matched"),
+    )
+    return counted, observation
+
+
+def counts_of(observation: Observation) -> tuple[int, int]:
+    values = observation.get
+    return int(values.get("read") or 0), int(values.get("matched") or 0)
+
+
+def count_only(frame: DataFrame) -> tuple[int, int]:
+    """(read, matched) of ``frame`` without doing anything else."""
+    row = frame.agg(
+        F.count(F.lit(1)).alias("read"),
+        F.sum(F.when(F.col(MATCHED), 1).otherwise(0)).alias("matched"),
+    ).first()
+    assert row is not None
+    return int(row["read"] or 0), int(row["matched"] or 0)
+
+
+def archive_rows(frame: DataFrame, run: str) -> DataFrame:
+    """The matched dead letters as archived: every column of the schema, the run, and the
+    dead-letter date (store date when the message has no dead-letter time) to partition by."""
+    return (
+        frame.where(F.col(MATCHED))
+        .drop(MATCHED)
+        .withColumn(ARCHIVE_RUN, F.lit(run))
+        .withColumn(
+            DEAD_LETTER_DATE,
+            F.to_date(F.coalesce(F.col("deadLetterTime"), F.col("storeTimestamp"))),
+        )
+    )
+
+
+def sends(frame: DataFrame, params: JobParams, *, resend_matched: bool) -> DataFrame:
+    """The rows to send: matched dead letters re-sent (``resend_matched``) to the target or
+    their origin topic with the retry state reset, the others back to the dead-letter topic
+    unchanged (kept). Matched rows not re-sent are dropped."""
+    dead_letter_topic = F.col("topic")
+    target = F.lit(params.target_topic) if params.target_topic else F.col("originTopic")
+    resend = F.col(MATCHED) & target.isNotNull() if resend_matched else F.lit(False)
+    keep = ~F.col(MATCHED) | (F.lit(resend_matched) & target.isNull())
+    reset = F.map_concat(
+        F.map_filter("properties", lambda k, _: ~k.isin(*RESET)),
+        F.create_map(
+            F.lit(props.ORIGIN_MESSAGE_ID),
+            F.coalesce(F.col("originMsgId"), F.col("msgId")),
+            F.lit(REPROCESSED),
+            F.lit(params.job),
+        ),
+    )
+    kept_properties = F.map_concat(
+        F.map_filter("properties", lambda k, _: k != props.RECONSUME_TIME),
+        F.create_map(F.lit(props.RECONSUME_TIME), F.col("reconsumeTimes").cast("string")),
+    )
+    return frame.where(resend | keep).select(
+        F.when(resend, target).otherwise(dead_letter_topic).alias("topic"),
+        F.col("body"),
+        F.when(resend, reset).otherwise(kept_properties).alias("properties"),
+        F.col("tags"),
+        F.col("keys"),
+        F.col("broker").alias("sourceBroker"),
+        F.col("queueId").alias("sourceQueueId"),
+        F.col("queueOffset").alias("sourceQueueOffset"),
+    )
+
+
+def write_sends(
+    frame: DataFrame,
+    params: JobParams,
+    scope: Scope,
+    resume: Mapping[QueueKey, Resume],
+    report: str,
+    parallelism: int,
+) -> Counts:
+    """Send ``frame`` (see ``sends``) through the ``reconsume`` writer in ledger mode."""
+    writer = (
+        frame.write.format(NAME)
+        .mode("append")
+        .option("nameServer", ";".join(params.name_servers))
+        .option("ledgerJob", params.job)
+        .option("ledgerGroup", params.group)
+        .option("ledgerBrokers", json.dumps(scope.brokers))
+        .option("ledgerResume", json.dumps({str(k): v.to_dict() for k, v in resume.items()}))
+        .option("reportPath", report)
+    )
+    if params.rate_per_second is not None:
+        busy = max(1, min(parallelism, sum(1 for q in scope.queues if len(q) > 0)))
+        writer = writer.option("maxRatePerTask", str(params.rate_per_second / busy))
+    writer.save()
+    with open(report) as source:
+        data: dict[str, Any] = json.load(source)
+    return Counts.total([data])

@@ -1,0 +1,303 @@
+"""``reconsume dlq drain|reprocess|purge``: one run of a dead-letter job on Spark.
+
+The run's scope is fixed first (see scope.py); then, for
+
+Drain
+    the dead letters that are kept (filter not matched) are sent back to the DLQ, the matched
+    ones are written to the archive (partitioned by dead-letter date, each row naming its run),
+    an ``archived`` ledger entry records the committed archive, and only then do the offsets
+    move. A re-run after a crash finishes a committed archive instead of writing it again.
+Reprocess
+    matched dead letters are sent to the target (or origin) topic with their retry state reset,
+    the others kept; the ledger makes a re-run send nothing twice; then the offsets move.
+Purge
+    the kept ones are sent back, then the offsets move past the scope: the rest is discarded.
+
+Runs under spark-submit too: ``spark-submit .../reconsume/spark/jobs/main.py drain ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from reconsume.client.admin import AdminClient
+from reconsume.errors import (
+    InvalidArgumentError,
+    ReconsumeError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+)
+from reconsume.spark import ledger
+from reconsume.spark.jobs import frames
+from reconsume.spark.jobs.params import Action, JobParams, parse
+from reconsume.spark.jobs.result import Result, now, publish
+from reconsume.spark.jobs.scope import (
+    QueueScope,
+    Scope,
+    UnknownGroupError,
+    ledger_entries,
+    mark_handled,
+    plan,
+)
+from reconsume.spark.source import ReconsumeDataSource
+
+
+class SinkNotWritableError(ReconsumeError):
+    """The archive's directory cannot be written."""
+
+
+def session(params: JobParams) -> SparkSession:
+    """The job's SparkSession (the Python workers run this interpreter)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(params.master)
+        .appName(f"reconsume-dlq-{params.action.value.lower()}-{params.group}")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in params.conf:
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(ReconsumeDataSource)
+    return spark
+
+
+class Run:
+    """One run: the parameters, the session (started when first needed) and the result."""
+
+    def __init__(self, params: JobParams, spark: SparkSession | None = None) -> None:
+        self.params = params
+        self._spark = spark
+        self.counts = dict.fromkeys(("read", "matched", "archived", "resent", "purged",
+                                     "kept", "skipped"), 0)  # fmt: skip
+        self.work = Path(os.environ.get("TMPDIR", "/tmp")) / f"reconsume-dlq-{uuid.uuid4().hex}"
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            self._spark = session(self.params)
+        return self._spark
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.params.name_servers, timeout_s=self.params.timeout_s)
+
+    async def _plan(self) -> tuple[Scope, list[ledger.Entry]]:
+        async with self.admin() as admin:
+            scope = await plan(admin, self.params.group, max_messages=self.params.max_messages,
+                               prepare_ledger=not self.params.dry_run)  # fmt: skip
+            return scope, await ledger_entries(admin, scope)
+
+    async def _handled(self, scope: Scope) -> None:
+        async with self.admin() as admin:
+            await mark_handled(admin, scope)
+
+    async def _append(self, scope: Scope, entry: ledger.Entry) -> None:
+        from reconsume.client.producer import Producer
+
+        async with Producer(self.params.name_servers, "reconsume-dlq-jobs") as producer:
+            await ledger.append(producer, scope.brokers[entry.queue.broker], entry.queue.broker,
+                                entry)  # fmt: skip
+
+    def execute(self) -> tuple[Scope, Scope]:
+        """Do the run; returns the scope planned and the scope finally handled."""
+        planned, entries = asyncio.run(self._plan())
+        scope = planned
+        if self.params.action is Action.DRAIN:
+            scope = self._recover_archive(scope, entries)
+        scope = self._resume_scope(scope, entries)
+        if scope.size == 0:
+            if self.params.filter is not None:  # refused even when there is nothing to do
+                frames.check_filter(self.spark, self.params.filter)
+            return planned, scope
+        if not self.params.dry_run:
+            ranges = [(q.key, q.start, q.end) for q in scope.queues]
+            started = ledger.Entry(self.params.job, ledger.STARTED, scope.queues[0].key, 0, 0,
+                                   data=ledger.scope_data(ranges, 0, ""))  # fmt: skip
+            asyncio.run(self._append(scope, started))
+        if self.params.action is Action.PURGE and self.params.filter is None:
+            self.counts.update(read=scope.size, matched=scope.size)
+            if not self.params.dry_run:
+                self.counts["purged"] = scope.size
+                asyncio.run(self._handled(scope))
+            return planned, scope
+        frame = frames.dead_letters(self.spark, self.params, scope)
+        if self.params.dry_run:
+            self.counts["read"], self.counts["matched"] = frames.count_only(frame)
+            return planned, scope
+        resume = ledger.resume_points(entries, self.params.job, scope.committed())
+        if self.params.action is Action.DRAIN:
+            self._drain(frame, scope, resume)
+        else:
+            reprocess = self.params.action is Action.REPROCESS
+            counted, observation = frames.observed(frame, "dead-letters")
+            sent = self._send(frames.sends(counted, self.params, resend_matched=reprocess),
+                              scope, resume)  # fmt: skip
+            self.counts["read"], self.counts["matched"] = frames.counts_of(observation)
+            kept = sent.sent.get(scope.topic, 0)
+            self.counts["kept"] = kept
+            if reprocess:
+                self.counts["resent"] = sum(sent.sent.values()) - kept
+            else:
+                self.counts["purged"] = self.counts["matched"]
+        asyncio.run(self._handled(scope))
+        return planned, scope
+
+    def _send(self, frame: Any, scope: Scope, resume: dict[Any, ledger.Resume]) -> Any:
+        self.work.mkdir(parents=True, exist_ok=True)
+        report = str(self.work / f"sent-{uuid.uuid4().hex}.json")
+        parallelism = self.spark.sparkContext.defaultParallelism
+        sent = frames.write_sends(frame, self.params, scope, resume, report, parallelism)
+        self.counts["skipped"] += sent.skipped
+        return sent
+
+    # ------------------------------------------------------------------ drain
+    def _drain(self, frame: Any, scope: Scope, resume: dict[Any, ledger.Resume]) -> None:
+        path = self.params.sink_path
+        assert path is not None
+        self._check_sink(path)
+        if self.params.filter is not None:
+            kept = self._send(frames.sends(frame, self.params, resend_matched=False), scope,
+                              resume)  # fmt: skip
+            self.counts["kept"] = sum(kept.sent.values())
+        run = uuid.uuid4().hex
+        ranges = [(q.key, q.start, q.end) for q in scope.queues]
+        first = scope.queues[0].key
+        data = ledger.scope_data(ranges, 0, path) | {"run": run}
+        asyncio.run(self._append(scope, ledger.Entry(self.params.job, ledger.ARCHIVING, first,
+                                                     0, 0, data=data)))  # fmt: skip
+        counted, observation = frames.observed(frame, "dead-letters")
+        (
+            frames.archive_rows(counted, run)
+            .write.mode("append")
+            .partitionBy(frames.DEAD_LETTER_DATE)
+            .format(self.params.sink_format)
+            .save(path)
+        )
+        self.counts["read"], self.counts["matched"] = frames.counts_of(observation)
+        self.counts["archived"] = self.counts["matched"]
+        done = ledger.scope_data(ranges, self.counts["archived"], path) | {"run": run}
+        asyncio.run(self._append(scope, ledger.Entry(self.params.job, ledger.ARCHIVED, first,
+                                                     0, 0, data=done)))  # fmt: skip
+
+    def _resume_scope(self, scope: Scope, entries: list[ledger.Entry]) -> Scope:
+        """A failed attempt's scope, when one is unfinished: the re-run ends where it did."""
+        started = ledger.last_started(entries, self.params.job)
+        if started is None:
+            return scope
+        ends = {k: end for k, (_, end) in ledger.archived_ranges(started).items()}
+        if all(ends.get(q.key, 0) <= q.start for q in scope.queues):
+            return scope  # a finished run's
+        return scope.limited(ends)
+
+    def _recover_archive(self, scope: Scope, entries: list[ledger.Entry]) -> Scope:
+        """Finish what a crashed attempt archived: its offsets move, nothing is written."""
+        last = ledger.last_archive_entry(entries, self.params.job)
+        if last is None:
+            return scope
+        ends = {k: end for k, (_, end) in ledger.archived_ranges(last).items()}
+        if all(ends.get(q.key, 0) <= q.start for q in scope.queues):
+            return scope  # a finished run's
+        count = int(last.data.get("count", 0))
+        if last.kind == ledger.ARCHIVING:
+            count = self._archived_rows(str(last.data["path"]), str(last.data["run"]))
+            if count == 0:
+                return scope  # the write never committed: this run writes it
+        done = Scope(scope.group, tuple(
+            QueueScope(q.key, q.address, q.start, max(q.start, min(ends.get(q.key, q.start),
+                                                                  q.end)))
+            for q in scope.queues), scope.ledger_start)  # fmt: skip
+        asyncio.run(self._handled(done))
+        self.counts["skipped"] += count
+        return scope.advanced(ends)
+
+    def _archived_rows(self, path: str, run: str) -> int:
+        try:
+            archive = self.spark.read.format(self.params.sink_format).load(path)
+        except Exception:  # noqa: BLE001 - nothing written there yet
+            return 0
+        if frames.ARCHIVE_RUN not in archive.columns:
+            return 0
+        return int(archive.where(F.col(frames.ARCHIVE_RUN) == run).count())
+
+    def _check_sink(self, path: str) -> None:
+        """Create the archive's directory and a probe file in it, through Hadoop's file
+        systems (file:, s3a:, hdfs: ...), before anything is done."""
+        jvm: Any = self.spark.sparkContext._jvm
+        conf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        try:
+            directory = jvm.org.apache.hadoop.fs.Path(path)
+            fs = directory.getFileSystem(conf)
+            created = fs.mkdirs(directory)
+            probe = jvm.org.apache.hadoop.fs.Path(directory, f"_probe-{uuid.uuid4().hex}")
+            if created:
+                fs.create(probe, True).close()
+                fs.delete(probe, False)
+        except Exception as exc:
+            raise SinkNotWritableError(f"cannot write to {path}: {_first_line(exc)}") from exc
+        if not created:
+            raise SinkNotWritableError(f"cannot create the archive directory {path}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run(params: JobParams, spark: SparkSession | None = None) -> Result:
+    """Run the job and return its result (phase Failed with a reason on an error)."""
+    result = Result(params.action, params.group, params.job, params.dry_run, now())
+    job = Run(params, spark)
+    try:
+        planned, handled = job.execute()
+    except frames.InvalidFilterError as exc:
+        return result.failed("InvalidFilter", str(exc))
+    except UnknownGroupError as exc:
+        return result.failed("UnknownGroup", str(exc))
+    except SinkNotWritableError as exc:
+        return result.failed("SinkNotWritable", str(exc))
+    except (RemotingConnectError, RemotingTimeoutError) as exc:
+        return result.failed("BrokerUnavailable", str(exc))
+    except (InvalidArgumentError, ReconsumeError) as exc:
+        return result.failed("JobFailed", str(exc))
+    except Exception as exc:  # noqa: BLE001 - a Spark failure: reported, not raised
+        return result.failed("JobFailed", f"{type(exc).__name__}: {_first_line(exc)}")
+    finally:
+        _remove(job.work)
+    offsets: dict[str, Any] = {}
+    if planned.queues:
+        offsets = {"start": planned.starting().to_dict(), "end": handled.ending().to_dict()}
+    return Result(params.action, params.group, params.job, params.dry_run, result.start_time,
+                  counts=job.counts, offsets=offsets, completion_time=now())  # fmt: skip
+
+
+def _remove(directory: Path) -> None:
+    if directory.exists():
+        for child in directory.iterdir():
+            child.unlink()
+        directory.rmdir()
+
+
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
+    """Run ``reconsume dlq`` with ``argv``; exit status 0 when the job succeeded, 1 if not."""
+    try:
+        params = parse(list(sys.argv[1:] if argv is None else argv))
+    except InvalidArgumentError as exc:
+        print(f"reconsume dlq: {exc}", file=sys.stderr)
+        return 2
+    result = run(params, spark)
+    publish(result, params.termination_log)
+    return 0 if result.phase == "Succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""Sending the rows of one write task through the producer.
+
+Without a job, rows are sent in batches (one request per topic and batch). With a job (the
+dead-letter jobs' mode), every row comes from a dead letter (columns ``sourceBroker``,
+``sourceQueueId``, ``sourceQueueOffset``, in queue order) and the ledger makes a re-run send
+each one exactly once: before a batch, a ``sending`` entry records the dead-letter offsets it
+covers and where its messages can land; a re-run skips what the ledger says was sent, and for
+the one batch that may have been cut short looks its messages up by id at those targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconsume.client.broker_api import BrokerApi
+from reconsume.client.namesrv import RouteCache
+from reconsume.client.producer import Producer
+from reconsume.client.pull import pull_once
+from reconsume.client.routes import MessageQueue
+from reconsume.errors import InvalidArgumentError
+from reconsume.message import properties as props
+from reconsume.message.model import Message
+from reconsume.spark import ledger
+from reconsume.spark.offsets import QueueKey
+from reconsume.wire.transport import RemotingClient
+
+_HEADER_PROPERTIES = (props.RECONSUME_TIME, props.MAX_RECONSUME_TIMES)
+
+
+@dataclass(frozen=True, slots=True)
+class SendOptions:
+    name_servers: tuple[str, ...]
+    batch: int = 64
+    rate_per_task: float | None = None
+    """Most messages per second this task sends; no limit when None."""
+    job: str | None = None
+    """The dead-letter job whose ledger makes re-sends exactly-once (None: plain sends)."""
+    group: str | None = None
+    """The consumer group whose dead letters the job handles (names pulls of the ledger)."""
+    resume: Mapping[QueueKey, ledger.Resume] = field(default_factory=dict)
+    brokers: Mapping[str, str] = field(default_factory=dict)
+    """Address per broker name of the dead-letter queues' brokers (where ledger entries go)."""
+    timeout_s: float = 10.0
+
+
+@dataclass(slots=True)
+class Counts:
+    """What one task did: messages sent per topic, and rows skipped as already sent."""
+
+    sent: Counter[str] = field(default_factory=Counter)
+    skipped: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sent": dict(self.sent), "skipped": self.skipped}
+
+    @classmethod
+    def total(cls, parts: Iterable[Mapping[str, Any]]) -> Counts:
+        total = cls()
+        for part in parts:
+            total.sent.update(part.get("sent", {}))
+            total.skipped += int(part.get("skipped", 0))
+        return total
+
+
+def to_message(row: Mapping[str, Any]) -> Message:
+    """A row (topic, body, and optional properties, tags, keys) as a message."""
+    topic = row.get("topic")
+    if not topic:
+        raise InvalidArgumentError("a row to send has no topic")
+    body = row.get("body")
+    if body is None:
+        body = b""
+    elif isinstance(body, str):
+        body = body.encode()
+    message = Message(str(topic), bytes(body), dict(row.get("properties") or {}))
+    if row.get("tags") is not None:
+        message.tags = str(row["tags"])
+    if row.get("keys") is not None:
+        message.keys = [str(k) for k in row["keys"]]
+    return message
+
+
+@dataclass(slots=True)
+class _Window:
+    queue: QueueKey
+    rows: list[tuple[int, Message]]
+
+
+class TaskSender:
+    """Sends one task's rows; use ``send(rows)`` once per task."""
+
+    def __init__(self, options: SendOptions) -> None:
+        self.options = options
+        self.counts = Counts()
+        self._client = RemotingClient()
+        self._api = BrokerApi(self._client, options.timeout_s)
+        self._routes = RouteCache(self._client, options.name_servers, timeout_s=options.timeout_s)
+        self._producer = Producer(options.name_servers, "reconsume-dlq-jobs")
+        self._turn: Counter[str] = Counter()
+        self._floor: dict[MessageQueue, int] = {}
+        """Per target queue: an offset no later than where the next message lands."""
+        self._found: dict[QueueKey, set[str]] = {}
+        self._started = time.monotonic()
+        self._paced = 0
+
+    async def close(self) -> None:
+        await self._producer.close()
+        await self._client.close()
+
+    async def send(self, rows: Iterator[Mapping[str, Any]]) -> Counts:
+        if self.options.job is None:
+            await self._send_plain(rows)
+        else:
+            await self._send_tracked(rows)
+        return self.counts
+
+    # ------------------------------------------------------------------ plain
+    async def _send_plain(self, rows: Iterator[Mapping[str, Any]]) -> None:
+        pending: list[Message] = []
+        for row in rows:
+            pending.append(to_message(row))
+            if len(pending) >= self.options.batch:
+                await self._send_messages(pending)
+                pending = []
+        if pending:
+            await self._send_messages(pending)
+
+    async def _send_messages(self, messages: Sequence[Message]) -> None:
+        by_topic: dict[str, list[Message]] = {}
+        for message in messages:
+            by_topic.setdefault(message.topic, []).append(message)
+        for topic, group in by_topic.items():
+            await self._pace(len(group))
+            await self._send_group(group, await self._next_queue(topic))
+            self.counts.sent[topic] += len(group)
+
+    # ------------------------------------------------------------------ tracked
+    async def _send_tracked(self, rows: Iterator[Mapping[str, Any]]) -> None:
+        window: _Window | None = None
+        last: tuple[QueueKey, int] | None = None
+        for row in rows:
+            queue = QueueKey(str(row["sourceBroker"]), int(row["sourceQueueId"]))
+            offset = int(row["sourceQueueOffset"])
+            if last is not None and last[0] == queue and offset <= last[1]:
+                raise InvalidArgumentError(f"rows of {queue} are not in offset order at {offset}")
+            if window is not None and (window.queue != queue or len(window.rows) >= self._size):
+                await self._flush(window, final=window.queue != queue)
+                window = None
+            if await self._already_sent(queue, offset):
+                self.counts.skipped += 1
+                last = (queue, offset)
+                continue
+            message = to_message(row)
+            assert self.options.job is not None
+            message.properties[props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = ledger.message_key(
+                self.options.job, queue, offset
+            )
+            if window is None:
+                window = _Window(queue, [])
+            window.rows.append((offset, message))
+            last = (queue, offset)
+        if window is not None:
+            await self._flush(window, final=True)
+        elif last is not None:
+            await self._mark_sent(last[0], last[1] + 1)
+
+    @property
+    def _size(self) -> int:
+        rate = self.options.rate_per_task
+        if rate is None:
+            return self.options.batch
+        return max(1, min(self.options.batch, int(rate // 10)))
+
+    async def _already_sent(self, queue: QueueKey, offset: int) -> bool:
+        resume = self.options.resume.get(queue)
+        if resume is None:
+            return False
+        if offset < resume.done:
+            return True
+        pending = resume.pending
+        if pending is None or not pending.start <= offset < pending.end:
+            return False
+        found = self._found.get(queue)
+        if found is None:
+            found = self._found[queue] = await self._scan(pending.targets)
+        assert self.options.job is not None
+        return ledger.message_key(self.options.job, queue, offset) in found
+
+    async def _scan(self, marks: Sequence[ledger.TargetMark]) -> set[str]:
+        """Message ids stored in the marked target queues from the marked offsets on."""
+        keys: set[str] = set()
+        group = self.options.group or "reconsume-dlq-jobs"
+        for mark in marks:
+            route = await self._routes.get(mark.topic, refresh=True)
+            address = route.master_of(mark.broker) if route is not None else None
+            if address is None:
+                raise InvalidArgumentError(f"cannot check {mark}: its broker has no master")
+            queue = MessageQueue(mark.topic, mark.broker, mark.queue_id)
+            offset, end = mark.offset, await self._api.max_offset(address, queue)
+            while offset < end:
+                result = await pull_once(api=self._api, address=address, queue=queue,
+                                         offset=offset, group=group, max_nums=64)  # fmt: skip
+                keys.update(m.uniq_key for m in result.messages if m.uniq_key)
+                if result.next_begin_offset <= offset:
+                    break
+                offset = result.next_begin_offset
+        return keys
+
+    async def _flush(self, window: _Window, *, final: bool) -> None:
+        """Record the batch in the ledger, then send it."""
+        by_topic: dict[str, list[Message]] = {}
+        for _, message in window.rows:
+            by_topic.setdefault(message.topic, []).append(message)
+        chosen = {topic: await self._next_queue(topic) for topic in by_topic}
+        marks = {
+            ledger.TargetMark(q.topic, q.broker_name, q.queue_id, await self._floor_of(q))
+            for q in chosen.values()
+        }
+        start, end = window.rows[0][0], window.rows[-1][0] + 1
+        resume = self.options.resume.get(window.queue)
+        if resume is not None and resume.pending is not None and start < resume.pending.end:
+            marks.update(resume.pending.targets)  # what an earlier attempt may have sent
+        entry = ledger.Entry(self._job, ledger.SENDING, window.queue, start, end,
+                             tuple(sorted(marks)))  # fmt: skip
+        await self._write(window.queue, entry)
+        for topic, messages in by_topic.items():
+            await self._pace(len(messages))
+            await self._send_group(messages, chosen[topic])
+            self.counts.sent[topic] += len(messages)
+        if final:
+            await self._mark_sent(window.queue, end)
+
+    async def _mark_sent(self, queue: QueueKey, end: int) -> None:
+        await self._write(queue, ledger.Entry(self._job, ledger.SENT, queue, end, end))
+
+    @property
+    def _job(self) -> str:
+        assert self.options.job is not None
+        return self.options.job
+
+    async def _write(self, queue: QueueKey, entry: ledger.Entry) -> None:
+        address = self.options.brokers.get(queue.broker)
+        if address is None:
+            raise InvalidArgumentError(f"no address for broker {queue.broker} of {queue}")
+        await ledger.append(self._producer, address, queue.broker, entry)
+
+    # ------------------------------------------------------------------ sending
+    async def _next_queue(self, topic: str) -> MessageQueue:
+        route = await self._routes.for_sending(topic)
+        queues = route.write_queues
+        if not queues:
+            raise InvalidArgumentError(f"topic {topic} has no writable queue")
+        queue = queues[self._turn[topic] % len(queues)]
+        self._turn[topic] += 1
+        return queue
+
+    async def _floor_of(self, queue: MessageQueue) -> int:
+        floor = self._floor.get(queue)
+        if floor is None:
+            route = await self._routes.get(queue.topic)
+            address = route.master_of(queue.broker_name) if route is not None else None
+            if address is None:
+                raise InvalidArgumentError(f"broker {queue.broker_name} has no master")
+            floor = self._floor[queue] = await self._api.max_offset(address, queue)
+        return floor
+
+    async def _send_group(self, messages: Sequence[Message], queue: MessageQueue) -> None:
+        plain = all(not any(p in m.properties for p in _HEADER_PROPERTIES) for m in messages)
+        if plain and len(messages) > 1:
+            result = await self._producer.send_batch(messages, queue=queue)
+            self._floor[queue] = result.queue_offset + len(messages)
+            return
+        for message in messages:
+            result = await self._producer.send(message, queue=queue)
+            self._floor[queue] = result.queue_offset + 1
+
+    async def _pace(self, count: int) -> None:
+        rate = self.options.rate_per_task
+        if rate is not None:
+            due = self._started + self._paced / rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        self._paced += count
+
+
+def send_rows(options: SendOptions, rows: Iterator[Mapping[str, Any]]) -> Counts:
+    """Send ``rows`` on an event loop of this thread (a Spark task's)."""
+    loop = asyncio.new_event_loop()
+    sender = TaskSender(options)
+    try:
+        return loop.run_until_complete(sender.send(rows))
+    finally:
+        loop.run_until_complete(sender.close())
+        loop.close()
