@@ -202,3 +202,18 @@ def test_an_unknown_group_and_an_unwritable_sink_fail_clearly(
     assert (code, result["reason"]) == (1, "SinkNotWritable")
     assert str(blocker / "archive") in result["message"]
     assert dead_letter_backlog(spark_cluster, group) == 4
+
+
+def test_the_examples_filters_are_valid_spark_sql(spark: Any) -> None:
+    import yaml
+
+    from reconsume.spark.jobs.frames import check_filter
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    filters = []
+    for path in sorted(root.glob("deadletterjob*.yaml")):
+        spec = yaml.safe_load(path.read_text())["spec"]
+        if "filter" in spec:
+            filters.append(spec["filter"])
+            check_filter(spark, spec["filter"])
+    assert len(filters) >= 3
