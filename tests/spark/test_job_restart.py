@@ -1,5 +1,6 @@
-"""A reprocess killed mid-way (SIGKILL to the job and its JVM) and run again: every matched
-dead letter arrives on the origin topic exactly once, and the counts of both runs add up."""
+"""Re-runs after a failure: a reprocess killed mid-way (SIGKILL to the job and its JVM) sends
+every matched dead letter exactly once over both runs; a drain that died after its archive
+committed is finished by the re-run without writing the archive again."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import functions as F
 
 from reconsume.client.admin import AdminClient
 from reconsume.message.names import dead_letter_topic
+from reconsume.spark import ledger
+from reconsume.spark.jobs.main import Run
 
 from ..integration.cluster import Cluster
 from ..integration.wire_client import eventually
@@ -97,3 +101,45 @@ def test_a_killed_reprocess_rerun_sends_each_dead_letter_once(
     assert counts["kept"] + counts["resent"] + counts["skipped"] == count
     assert dead_letter_backlog(spark_cluster, group) == count - len(wanted)
     assert json.dumps(result)
+
+
+@pytest.mark.parametrize("crash_before", ["archived-entry", "offsets"])
+def test_a_drain_that_died_after_its_archive_committed_is_finished_not_repeated(
+    spark: Any, spark_cluster: Cluster, capsys: Any, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, crash_before: str,
+) -> None:  # fmt: skip
+    topic, group, count = f"jobs-drain-crash-{crash_before}", f"drain-crash-{crash_before}", 40
+    asyncio.run(fail_into_the_dlq(spark_cluster, topic, group, orders(topic, count)))
+    archive = str(tmp_path / "archive")
+    args = ("drain", "--group", group, "--path", archive)
+
+    class Died(Exception):
+        """The process ending where a real crash could."""
+
+    original_append, original_handled = Run._append, Run._handled
+
+    async def append(self: Run, scope: Any, entry: ledger.Entry) -> None:
+        if crash_before == "archived-entry" and entry.kind == ledger.ARCHIVED:
+            raise Died
+        await original_append(self, scope, entry)
+
+    async def handled(self: Run, scope: Any) -> None:
+        if crash_before == "offsets":
+            raise Died
+        await original_handled(self, scope)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Run, "_append", append)
+        patched.setattr(Run, "_handled", handled)
+        code, failed = run_job(spark, spark_cluster, capsys, *args)
+    assert (code, failed["phase"]) == (1, "Failed")
+    assert spark.read.parquet(archive).count() == count  # the archive was committed
+    assert dead_letter_backlog(spark_cluster, group) == count  # the offsets were not
+
+    code, result = run_job(spark, spark_cluster, capsys, *args)
+
+    assert code == 0, result
+    assert result["counts"]["skipped"] == count
+    assert result["counts"]["archived"] == 0
+    assert spark.read.parquet(archive).count() == count  # not written twice
+    assert dead_letter_backlog(spark_cluster, group) == 0
