@@ -11,6 +11,7 @@ the one batch that may have been cut short looks its messages up by id at those 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -77,11 +78,14 @@ def to_message(row: Mapping[str, Any]) -> Message:
         body = b""
     elif isinstance(body, str):
         body = body.encode()
-    message = Message(str(topic), bytes(body), dict(row.get("properties") or {}))
+    properties = row.get("properties") or {}
+    message = Message(
+        str(topic), bytes(body), {str(k): str(v) for k, v in properties.items() if v is not None}
+    )
     if row.get("tags") is not None:
         message.tags = str(row["tags"])
     if row.get("keys") is not None:
-        message.keys = [str(k) for k in row["keys"]]
+        message.keys = [str(k) for k in row["keys"] if k is not None]
     return message
 
 
@@ -255,6 +259,8 @@ class TaskSender:
         queues = route.write_queues
         if not queues:
             raise InvalidArgumentError(f"topic {topic} has no writable queue")
+        if topic not in self._turn:  # tasks start at different queues, as producers do
+            self._turn[topic] = random.randrange(len(queues))
         queue = queues[self._turn[topic] % len(queues)]
         self._turn[topic] += 1
         return queue

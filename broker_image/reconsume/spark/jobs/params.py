@@ -66,6 +66,8 @@ class JobParams:
                             ("--rate-per-second", self.rate_per_second)):  # fmt: skip
             if value is not None and value < 1:
                 raise InvalidArgumentError(f"{name} must be at least 1, not {value}")
+        if self.timeout_s <= 0:
+            raise InvalidArgumentError(f"--timeout must be positive, not {self.timeout_s}")
         if self.filter is not None and not self.filter.strip():
             raise InvalidArgumentError("--filter is empty")
 
