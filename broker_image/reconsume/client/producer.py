@@ -130,13 +130,16 @@ class Producer:
     async def send_batch(
         self, messages: Sequence[Message], *, queue: MessageQueue | None = None
     ) -> SendResult:
-        """Send messages of one topic as one request; they are stored in order, in one queue."""
+        """Send messages of one topic as one request; they are stored in order, in one queue.
+        To a retry or dead-letter topic, every message must carry the same RECONSUME_TIME and
+        MAX_RECONSUME_TIMES (the request's header holds one of each)."""
         if not messages:
             raise InvalidArgumentError("a batch needs at least one message")
         topic = messages[0].topic
         validate_topic(topic)
         items: list[BatchItem] = []
         ids: list[str] = []
+        retries: set[RetryState] = set()
         for message in messages:
             if message.topic != topic:
                 raise InvalidArgumentError("every message of a batch must have the same topic")
@@ -146,9 +149,22 @@ class Producer:
             ids.append(
                 properties.setdefault(props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self._ids.create())
             )
+            retries.add(retry_state(topic, properties))
             items.append(BatchItem(message.flag, message.body, props.encode_properties(properties)))
+        if len(retries) > 1:
+            raise InvalidArgumentError(
+                "every message of a batch to a retry or dead-letter topic must have the same "
+                "reconsume times"
+            )
         return await self._send(
-            topic, 0, "", encode_batch(items), ",".join(ids), batch=True, queue=queue
+            topic,
+            0,
+            "",
+            encode_batch(items),
+            ",".join(ids),
+            batch=True,
+            queue=queue,
+            retry=retries.pop(),
         )
 
     async def _send(

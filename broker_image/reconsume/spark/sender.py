@@ -276,14 +276,18 @@ class TaskSender:
         return floor
 
     async def _send_group(self, messages: Sequence[Message], queue: MessageQueue) -> None:
-        plain = all(not any(p in m.properties for p in _HEADER_PROPERTIES) for m in messages)
-        if plain and len(messages) > 1:
-            result = await self._producer.send_batch(messages, queue=queue)
-            self._floor[queue] = result.queue_offset + len(messages)
-            return
+        """Send to ``queue`` in batches; messages carrying reconsume times (dead letters kept
+        in their DLQ) are batched with those of the same times (a batch's header holds one)."""
+        runs: dict[tuple[str | None, ...], list[Message]] = {}
         for message in messages:
-            result = await self._producer.send(message, queue=queue)
-            self._floor[queue] = result.queue_offset + 1
+            key = tuple(message.properties.get(p) for p in _HEADER_PROPERTIES)
+            runs.setdefault(key, []).append(message)
+        for run in runs.values():
+            if len(run) == 1:
+                result = await self._producer.send(run[0], queue=queue)
+            else:
+                result = await self._producer.send_batch(run, queue=queue)
+            self._floor[queue] = result.queue_offset + len(run)
 
     async def _pace(self, count: int) -> None:
         rate = self.options.rate_per_task
