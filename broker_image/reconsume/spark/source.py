@@ -103,18 +103,20 @@ class ReadOptions:
             starting,
             ending,
             validate_group(lowered.get("group", DEFAULT_GROUP)),
-            _positive(lowered, "pullbatchsize", DEFAULT_PULL_BATCH, int),
-            _positive(lowered, "timeoutseconds", DEFAULT_TIMEOUT_S, float),
-            _positive(lowered, "maxmessagespertrigger", 0, int) or None,
+            positive_option(lowered, "pullbatchsize", DEFAULT_PULL_BATCH, int),
+            positive_option(lowered, "timeoutseconds", DEFAULT_TIMEOUT_S, float),
+            positive_option(lowered, "maxmessagespertrigger", 0, int) or None,
         )
 
 
 _Number = TypeVar("_Number", int, float)
 
 
-def _positive(
+def positive_option(
     options: Mapping[str, str], name: str, default: _Number, kind: type[_Number]
 ) -> _Number:
+    """Option ``name`` (lower-cased) of ``options`` as a positive number; ``default`` when
+    absent."""
     text = options.get(name)
     if text is None:
         return default

@@ -51,6 +51,7 @@ from reconsume.errors import InvalidArgumentError
 from reconsume.spark import ledger
 from reconsume.spark.offsets import QueueKey
 from reconsume.spark.sender import Counts, SendOptions, send_rows
+from reconsume.spark.source import positive_option
 
 _SEPARATORS = re.compile(r"[;,\s]+")
 _STRING_MAP = MapType(StringType(), StringType())
@@ -69,8 +70,12 @@ def parse_send_options(options: Mapping[str, str]) -> SendOptions:
     servers = tuple(s for s in _SEPARATORS.split(lowered.get("nameserver", "")) if s)
     if not servers:
         raise InvalidArgumentError("option nameServer (host:port of a name server) is missing")
-    batch = _number(lowered, "batchsize", 64, int)
-    rate = _number(lowered, "maxratepertask", None, float)
+    batch = positive_option(lowered, "batchsize", 64, int)
+    rate = (
+        positive_option(lowered, "maxratepertask", 1.0, float)
+        if "maxratepertask" in lowered
+        else None
+    )
     job = lowered.get("ledgerjob")
     resume: dict[QueueKey, ledger.Resume] = {}
     for key, value in json.loads(lowered.get("ledgerresume", "{}")).items():
@@ -79,19 +84,6 @@ def parse_send_options(options: Mapping[str, str]) -> SendOptions:
     if job is not None and not brokers:
         raise InvalidArgumentError("option ledgerBrokers is required with ledgerJob")
     return SendOptions(servers, batch, rate, job, lowered.get("ledgergroup"), resume, brokers)
-
-
-def _number(options: Mapping[str, str], name: str, default: Any, kind: type) -> Any:
-    text = options.get(name)
-    if text is None:
-        return default
-    try:
-        value = kind(text)
-    except ValueError as exc:
-        raise InvalidArgumentError(f"option {name} must be a number, not {text!r}") from exc
-    if value <= 0:
-        raise InvalidArgumentError(f"option {name} must be positive, not {text!r}")
-    return value
 
 
 def check_schema(schema: StructType, *, tracked: bool) -> None:
