@@ -115,6 +115,25 @@ k8s-deps: $(KUBE_APISERVER)
 		fi; \
 	fi
 
+# The chart tier's promtool (the alert rules' checks and unit tests) comes with Debian's
+# prometheus, installed with apt-get when running as root, like etcd above. Without it this only
+# warns: the chart's alert tests then fail in CI and skip elsewhere.
+.PHONY: chart-deps
+## chart-deps: promtool (Debian's prometheus), for the chart's alert tests
+chart-deps:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing prometheus for promtool (apt-get)"; \
+			log=$$(mktemp) \
+			&& { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends prometheus; } >"$$log" 2>&1 \
+			|| { cat "$$log"; rm -f "$$log"; exit 1; }; \
+			rm -f "$$log"; \
+		else \
+			echo "make: promtool not found, not installing prometheus (needs apt-get as root; the chart tests need it)"; \
+		fi; \
+	fi
+
 ## demo: run the most complete thing reconsume can do on this machine, no cluster needed
 demo: $(STAMP)
 	$(BIN)/reconsume demo
@@ -127,7 +146,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 ## test: lint, then every test tier
-test: lint compat-deps k8s-deps
+test: lint compat-deps k8s-deps chart-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # The Java side of the comparison with Apache RocketMQ (bench/java: RocketMQ's 5.3 servers from
