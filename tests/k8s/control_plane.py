@@ -129,19 +129,6 @@ def poll(processes: list[Process], ready: Callable[[], bool], deadline: float, w
         time.sleep(0.1)
 
 
-def eventually(
-    probe: Callable[[], T | None], timeout_s: float = 30.0, what: str = "condition"
-) -> T:
-    """Poll ``probe`` until it returns something truthy (deadline, short pauses)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not reached within {timeout_s} s"
-        time.sleep(0.05)
-
-
 def http_status(connection: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
     try:
         connection.request("GET", path)

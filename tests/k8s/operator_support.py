@@ -26,7 +26,8 @@ from reconsume_operator.config import OperatorConfig
 from reconsume_operator.registration import register
 
 from ..integration.cluster import Cluster, start_cluster
-from .control_plane import ControlPlane, eventually
+from ..polling import eventually
+from .control_plane import ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILES = [*sorted((REPO / "crds").glob("*.yaml")), REPO / "crds" / "kopf" / "peering.yaml"]

@@ -11,7 +11,8 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from .control_plane import ControlPlane, eventually, kube_version
+from ..polling import eventually
+from .control_plane import ControlPlane, kube_version
 
 GROUP = "smoke.reconsume.test"
 CRD_NAME = f"widgets.{GROUP}"

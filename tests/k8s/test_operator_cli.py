@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 
 from ..integration.cluster import Cluster
-from .control_plane import ControlPlane, eventually, free_ports
+from ..polling import eventually
+from .control_plane import ControlPlane, free_ports
 from .operator_support import Resources, brokers, crds, namespace, resources
 
 __all__ = ["brokers", "crds", "namespace", "resources"]

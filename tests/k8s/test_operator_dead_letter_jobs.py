@@ -21,16 +21,12 @@ from kopf.testing import KopfRunner
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import REGISTRY
 
-from reconsume.client.admin import AdminClient
-from reconsume.client.listener import ConcurrentContext, ConsumeStatus
-from reconsume.client.producer import Producer
-from reconsume.client.push import PushConsumer
-from reconsume.message.model import Message, StoredMessage
-from reconsume.message.names import dead_letter_topic
+from reconsume.message.model import Message
 from reconsume_operator.config import DEFAULT_DLQ_JOBS_IMAGE
 from reconsume_operator.metrics import DEAD_LETTER_JOB_RUNS
 
-from ..integration.cluster import Cluster, create_topic, send_all
+from ..integration.cluster import Cluster
+from ..spark.dead_letters import fail_into_the_dlq
 from .conftest import missing
 from .operator_support import (
     GROUP,
@@ -460,37 +456,13 @@ def test_with_spark_operator_installed_a_kubernetes_job_is_a_spark_application(
 # ------------------------------------------------------------------ end to end
 def fill_dead_letters(brokers: Cluster, topic: str, count: int) -> None:
     """``count`` messages (tags even, odd ...) consumed by a group that always fails with at
-    most 0 reconsume times: every one ends in %DLQ%GID_orders."""
-
-    async def run() -> None:
-        async with AdminClient(brokers.name_servers) as admin:
-            await create_topic(admin, topic, 1)
-            async with Producer(brokers.name_servers) as producer:
-                messages = []
-                for i in range(count):
-                    message = Message(topic, f"order-{i}".encode())
-                    message.tags = "even" if i % 2 == 0 else "odd"
-                    messages.append(message)
-                await send_all(producer, messages)
-
-            async def fail(batch: list[StoredMessage], context: ConcurrentContext) -> ConsumeStatus:
-                return ConsumeStatus.RECONSUME_LATER
-
-            consumer = PushConsumer(
-                brokers.name_servers, GROUP_NAME, instance_name="e2e", max_reconsume_times=0
-            )
-            consumer.subscribe(topic)
-            consumer.register_listener(fail)
-            await consumer.start()
-            try:
-                deadline = asyncio.get_running_loop().time() + 60
-                while await admin.topic_depth(dead_letter_topic(GROUP_NAME)) < count:
-                    assert asyncio.get_running_loop().time() < deadline, "dead letters"
-                    await asyncio.sleep(0.1)
-            finally:
-                await consumer.shutdown()
-
-    asyncio.run(run())
+    most 0 reconsume times: every one ends in %DLQ%GID_orders (the group the operator made)."""
+    messages = []
+    for i in range(count):
+        message = Message(topic, f"order-{i}".encode())
+        message.tags = "even" if i % 2 == 0 else "odd"
+        messages.append(message)
+    asyncio.run(fail_into_the_dlq(brokers, topic, GROUP_NAME, messages, create_group=False))
 
 
 def run_command(command: list[str], tmp_path: Path) -> tuple[int, str]:

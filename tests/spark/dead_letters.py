@@ -20,12 +20,20 @@ from ..integration.wire_client import eventually
 
 
 async def fail_into_the_dlq(
-    cluster: Cluster, topic: str, group: str, messages: Sequence[Message], *, queues: int = 1
+    cluster: Cluster,
+    topic: str,
+    group: str,
+    messages: Sequence[Message],
+    *,
+    queues: int = 1,
+    create_group: bool = True,
 ) -> list[SendResult]:
-    """Send ``messages`` to ``topic`` and fail each once as ``group``; returns the sends once
+    """Send ``messages`` to ``topic`` and fail each once as ``group`` (created with defaults
+    unless ``create_group`` is false: a group someone else manages); returns the sends once
     every message is a dead letter."""
     async with AdminClient(cluster.name_servers) as admin:
-        await admin.create_group(SubscriptionGroupConfig(group))
+        if create_group:
+            await admin.create_group(SubscriptionGroupConfig(group))
         await create_topic(admin, topic, queues)
         before = await admin.topic_depth(dead_letter_topic(group))
         async with Producer(cluster.name_servers) as producer:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from reconsume.message.configs import SubscriptionGroupConfig
 from reconsume.message.names import dead_letter_topic
 
 from ..integration.cluster import Cluster, send_all
+from ..polling import eventually
 from .dead_letters import fail_into_the_dlq
 from .test_read import QUEUES_PER_BROKER, messages, produce
 
@@ -122,12 +121,12 @@ def test_a_running_query_reads_messages_as_they_arrive(
             assert error is None, error
             return sorted(row.msgId for row in spark.table(table).select("msgId").collect())
 
-        until(lambda: len(ids()) >= len(first), 60, "the first messages read")
+        eventually(lambda: len(ids()) >= len(first), 60, "the first messages read")
         second = produce_more(spark_cluster, topic, 15)
-        until(lambda: len(ids()) >= len(first + second), 60, "the later messages read")
+        eventually(lambda: len(ids()) >= len(first + second), 60, "the later messages read")
         assert ids() == sorted(s.msg_id for s in first + second)
         # reportLatestOffset: each queue's latest offset, in the query's progress.
-        latest = until(lambda: last_source_progress(query).get("latestOffset"), 10, "progress")
+        latest = eventually(lambda: last_source_progress(query).get("latestOffset"), 10, "progress")
         assert sum(latest[topic].values()) == len(first + second)
     finally:
         query.stop()
@@ -137,15 +136,6 @@ def last_source_progress(query: Any) -> dict[str, Any]:
     """The query's last progress of its source, offsets parsed from JSON ({} before any)."""
     progress = query.lastProgress
     return {} if progress is None else dict(json.loads(progress.json)["sources"][0])
-
-
-def until(probe: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll ``probe`` until it returns something truthy (deadline, short pauses)."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := probe()):
-        assert time.monotonic() < deadline, f"{what} not reached within {timeout_s}s"
-        time.sleep(0.1)
-    return value
 
 
 def test_max_messages_per_trigger_bounds_each_batch(

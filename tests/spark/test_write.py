@@ -20,8 +20,9 @@ from reconsume.message import properties as props
 from reconsume.message.model import Message
 
 from ..integration.cluster import Cluster, create_topic, send_all
+from ..polling import eventually
 from .test_read import QUEUES_PER_BROKER, read
-from .test_stream import RUN_TIMEOUT_S, until
+from .test_stream import RUN_TIMEOUT_S
 
 WRITE_SCHEMA = (
     "topic string, body binary, properties map<string,string>, tags string, keys array<string>"
@@ -66,7 +67,7 @@ def read_until(spark: Any, cluster: Cluster, topic: str, count: int) -> list[Any
         found[:] = read(spark, cluster, topic=topic)
         return len(found) >= count
 
-    until(probe, READ_BACK_TIMEOUT_S, f"{count} messages in {topic}")
+    eventually(probe, READ_BACK_TIMEOUT_S, f"{count} messages in {topic}")
     return found
 
 

@@ -139,7 +139,11 @@ class Producer:
         validate_topic(topic)
         items: list[BatchItem] = []
         ids: list[str] = []
-        retries: set[RetryState] = set()
+        retries: set[RetryState] = {(None, None)}
+        # Only a retry or dead-letter topic takes reconsume times out of the properties.
+        carries_retry = is_retry_topic(topic) or is_dead_letter_topic(topic)
+        if carries_retry:
+            retries.clear()
         for message in messages:
             if message.topic != topic:
                 raise InvalidArgumentError("every message of a batch must have the same topic")
@@ -149,7 +153,8 @@ class Producer:
             ids.append(
                 properties.setdefault(props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self._ids.create())
             )
-            retries.add(retry_state(topic, properties))
+            if carries_retry:
+                retries.add(retry_state(topic, properties))
             items.append(BatchItem(message.flag, message.body, props.encode_properties(properties)))
         if len(retries) > 1:
             raise InvalidArgumentError(
