@@ -115,12 +115,31 @@ k8s-deps: $(KUBE_APISERVER)
 		fi; \
 	fi
 
+# The chart tier's helm, built with `go install` once per version and cached as
+# $(CACHE_DIR)/bin/helm-<version> (Go's caches under $(CACHE_DIR)/go, like kube-apiserver above).
+# Without Go this only warns: the chart tests then fail in CI and skip elsewhere.
+HELM_VERSION := v3.22.0
+export HELM := $(CACHE_DIR)/bin/helm-$(HELM_VERSION)
+
+$(HELM):
+	@if command -v go >/dev/null 2>&1; then \
+		echo "make: building helm $(HELM_VERSION) (once per version; minutes)" \
+		&& mkdir -p $(dir $@) \
+		&& export GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build GOTOOLCHAIN=local \
+			GOBIN=$$(mktemp -d) CGO_ENABLED=0 \
+		&& go install -trimpath -ldflags '-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)' \
+			helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) \
+		&& mv $$GOBIN/helm $@ && rmdir $$GOBIN; \
+	else \
+		echo "make: go not found, not building helm (the chart tests need it)"; \
+	fi
+
 # The chart tier's promtool (the alert rules' checks and unit tests) comes with Debian's
 # prometheus, installed with apt-get when running as root, like etcd above. Without it this only
 # warns: the chart's alert tests then fail in CI and skip elsewhere.
 .PHONY: chart-deps
-## chart-deps: promtool (Debian's prometheus), for the chart's alert tests
-chart-deps:
+## chart-deps: helm (built once, cached under $(CACHE_DIR)) and promtool (Debian's prometheus)
+chart-deps: $(HELM)
 	@if ! command -v promtool >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "make: installing prometheus for promtool (apt-get)"; \

@@ -10,7 +10,7 @@ from typing import Any
 
 from reconsume import __version__
 
-DEFAULT_IMAGE = "ghcr.io/reconsume/reconsume:latest"
+DEFAULT_IMAGE = f"ghcr.io/reconsume/reconsume:{__version__}"
 DEFAULT_DLQ_JOBS_IMAGE = f"ghcr.io/reconsume/dlq-jobs:{__version__}"
 DEFAULT_DLQ_JOBS_MAIN_FILE = "local:///opt/reconsume/dlq_main.py"
 DEFAULT_PEERING = "reconsume"
@@ -44,7 +44,8 @@ class OperatorConfig:
     standalone: bool = False
     """Run without peering (a single replica; no peering CRDs needed)."""
     image: str = DEFAULT_IMAGE
-    """Image of name servers and brokers of a BrokerCluster that does not name one."""
+    """Image of name servers and brokers of a BrokerCluster that does not name one: the
+    broker image of this version."""
     dlq_jobs_image: str = DEFAULT_DLQ_JOBS_IMAGE
     """Image of the runs of a DeadLetterJob that does not name one (``spec.spark.image``):
     the dlq-jobs image of this version, with ``reconsume dlq`` and Spark."""

@@ -68,7 +68,15 @@ class ChildWriter:
             raise KubeError(f"{obj['kind']} {obj['metadata']['name']}: {exc}") from exc
 
     def create_missing(self, obj: Mapping[str, Any]) -> bool:
-        """Create ``obj`` unless an object of its kind and name exists; whether it was created."""
+        """Create ``obj`` unless an object of its kind and name exists; whether it was created.
+
+        Looks first, so that an installer that created the object (the Helm chart creates the
+        peering objects) need not grant ``create`` as well."""
+        metadata = obj["metadata"]
+        if self.get(
+            obj["apiVersion"], obj["kind"], metadata.get("namespace") or "", metadata["name"]
+        ):
+            return False
         try:
             client = self._client()
             resource = client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import secrets
 import sys
 from collections.abc import Sequence
 
@@ -47,8 +49,10 @@ def build_parser(prog: str = "reconsume operator") -> argparse.ArgumentParser:
         "--peering", help="name of the (Cluster)KopfPeering object (default reconsume)"
     )
     parser.add_argument(
-        "--priority", type=int, help="peering priority: the highest-priority replica acts"
-    )
+        "--priority", type=priority, metavar="N|random",
+        help="peering priority: the highest-priority replica acts; 'random' picks one at "
+        "startup, so replicas of one Deployment differ (env RECONSUME_PEERING_PRIORITY)",
+    )  # fmt: skip
     parser.add_argument(
         "--peering-lifetime", type=int, metavar="SECONDS",
         help="seconds after its last keep-alive that a silent replica is presumed gone "
@@ -56,6 +60,20 @@ def build_parser(prog: str = "reconsume operator") -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     return parser
+
+
+def priority(text: str) -> int:
+    """A peering priority: an integer, or ``random`` for a random one in [1, 2**31 - 1].
+
+    Kopf pauses every replica when two of the highest priority are alive, so replicas started
+    from one pod template (a Deployment) must not share one: with ``random`` two replicas
+    collide with a probability of about 1 in 2**31."""
+    if text.strip().lower() == "random":
+        return secrets.randbelow(2**31 - 1) + 1
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer or 'random': {text!r}") from None
 
 
 def config_from_args(args: argparse.Namespace) -> OperatorConfig:
@@ -76,6 +94,14 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
     return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
 
 
+def peering_priority(args: argparse.Namespace) -> int | None:
+    """``--priority``, else ``RECONSUME_PEERING_PRIORITY``, else Kopf's default (0)."""
+    if args.priority is not None:
+        return int(args.priority)
+    from_env = os.environ.get("RECONSUME_PEERING_PRIORITY", "").strip()
+    return priority(from_env) if from_env else None
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "reconsume-operator") -> int:
     args = build_parser(prog).parse_args(argv)
     try:
@@ -92,7 +118,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "reconsume-operator") ->
         clusterwide=bool(args.all_namespaces),
         namespaces=args.namespaces or (),
         standalone=True if config.standalone else None,
-        priority=args.priority,
+        priority=peering_priority(args),
         liveness_endpoint=liveness,
     )
     return 0

@@ -49,7 +49,8 @@ def register(
         if settings.peering.standalone or config.standalone:
             settings.peering.standalone = True
         else:
-            # Several replicas: exactly one (the highest priority, then the oldest) acts.
+            # Several replicas: exactly one, the one of the highest priority, acts (replicas of
+            # equal priority all pause: a Deployment's replicas use --priority random).
             settings.peering.name = config.peering_name
             settings.peering.mandatory = True
             settings.peering.lifetime = config.peering_lifetime_s

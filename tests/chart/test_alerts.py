@@ -1,11 +1,13 @@
-"""The chart's Prometheus alerts (``charts/reconsume/files/prometheus-rules.yaml``).
+"""The chart's Prometheus alerts (``charts/reconsume/templates/_alerts.tpl``), as helm
+renders them with the default values.
 
-promtool checks the rule file and runs its unit tests (``alerts_test.yaml``: for every alert,
-series that make it fire and series that keep it silent). Without promtool these fail in CI
-and skip elsewhere (``make chart-deps`` installs Debian's prometheus, which brings it). The
-other tests need nothing: every alert carries a severity, a summary, a description and a
-runbook URL whose anchor is a heading of ``docs/runbooks.md``; the unit tests cover every
-alert both ways; and the rules read only metrics the broker and the operator export.
+promtool checks the rendered rules and runs their unit tests (``alerts_test.yaml``: for every
+alert, series that make it fire and series that keep it silent). Without helm or promtool these
+fail in CI and skip elsewhere (``make chart-deps`` builds helm and installs Debian's
+prometheus, which brings promtool). Every alert carries a severity, a summary, a description
+and a runbook URL whose anchor is a heading of ``docs/runbooks.md``; the unit tests cover every
+alert both ways; the rules read only metrics the broker and the operator export; and the
+thresholds are values of the chart.
 """
 
 from __future__ import annotations
@@ -22,14 +24,24 @@ from typing import Any
 import pytest
 import yaml
 
-from ..compat.conftest import missing
+from .helm import MONITORING_APIS, REPO, Helm, one
 
-REPO = Path(__file__).resolve().parents[2]
-RULES = REPO / "charts" / "reconsume" / "files" / "prometheus-rules.yaml"
 UNIT_TESTS = Path(__file__).with_name("alerts_test.yaml")
+RULES_NAME = "reconsume.rules.yaml"
+"""The rule file ``alerts_test.yaml`` names: the rendered rules, written beside a copy of it."""
 RUNBOOKS = REPO / "docs" / "runbooks.md"
 RUNBOOK_URL = "https://github.com/reconsume/reconsume/blob/main/docs/runbooks.md#"
 SEVERITIES = {"warning", "critical"}
+ALERTS = [
+    "ReconsumeDeadLettersGrowing",
+    "ReconsumeDeadLetterBacklog",
+    "ReconsumeRetryStorm",
+    "ReconsumeScheduleLag",
+    "ReconsumeScheduleStalled",
+    "ReconsumeBrokerDown",
+    "ReconsumeReconcileFailures",
+    "ReconsumeDeadLetterJobFailed",
+]
 METRIC_SOURCES = [
     REPO / "broker_image" / "reconsume" / "broker" / "metrics.py",
     REPO / "broker_image" / "reconsume" / "broker" / "retry_metrics.py",
@@ -39,46 +51,68 @@ PROMETHEUS_METRICS = {"up"}
 """Series Prometheus itself writes for every target."""
 
 
+def rendered_rules(helm: Helm, *values: Path) -> dict[str, Any]:
+    """The PrometheusRule's spec (a Prometheus rule file's content)."""
+    objects = helm.render(values=values, api_versions=MONITORING_APIS)
+    spec: dict[str, Any] = one(objects, "PrometheusRule")["spec"]
+    return spec
+
+
 @pytest.fixture(scope="module")
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        missing(
-            "promtool is not installed (Debian: apt-get install prometheus; or `make chart-deps`)"
-        )
-    return path
+def rules(helm: Helm) -> dict[str, Any]:
+    return rendered_rules(helm)
 
 
-def run(*command: str) -> str:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+@pytest.fixture(scope="module")
+def rules_dir(rules: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The rendered rules and a copy of the unit tests, side by side."""
+    directory = tmp_path_factory.mktemp("alerts")
+    (directory / RULES_NAME).write_text(yaml.safe_dump(rules, sort_keys=False))
+    shutil.copy(UNIT_TESTS, directory / UNIT_TESTS.name)
+    return directory
+
+
+def run(*command: str, cwd: Path | None = None) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, cwd=cwd)
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}:\n{output}"
     return output
 
 
-def test_promtool_check_rules(promtool: str) -> None:
-    output = run(promtool, "check", "rules", str(RULES))
-    assert f"SUCCESS: {len(alerts())} rules found" in output, output
+def alerts_of(rules: dict[str, Any]) -> list[dict[str, Any]]:
+    return [rule for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
 
 
-def test_promtool_test_rules(promtool: str) -> None:
-    output = run(promtool, "test", "rules", str(UNIT_TESTS))
+def alert(rules: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [rule for rule in alerts_of(rules) if rule["alert"] == name]
+    return found
+
+
+def test_promtool_check_rules(promtool: str, rules_dir: Path) -> None:
+    output = run(promtool, "check", "rules", RULES_NAME, cwd=rules_dir)
+    assert f"SUCCESS: {len(ALERTS)} rules found" in output, output
+
+
+def test_promtool_test_rules(promtool: str, rules_dir: Path) -> None:
+    output = run(promtool, "test", "rules", UNIT_TESTS.name, cwd=rules_dir)
     assert "SUCCESS" in output, output
 
 
-def alerts() -> list[dict[str, Any]]:
-    document = yaml.safe_load(RULES.read_text(encoding="utf-8"))
-    return [rule for group in document["groups"] for rule in group["rules"] if "alert" in rule]
+def test_the_alerts_are_the_documented_ones(rules: dict[str, Any]) -> None:
+    assert [rule["alert"] for rule in alerts_of(rules)] == ALERTS
 
 
-def test_alert_names_are_unique() -> None:
-    names = Counter(rule["alert"] for rule in alerts())
+def test_alert_names_are_unique(rules: dict[str, Any]) -> None:
+    names = Counter(rule["alert"] for rule in alerts_of(rules))
     assert names, "no alerts"
     assert [name for name, count in names.items() if count > 1] == []
 
 
-@pytest.mark.parametrize("rule", alerts(), ids=lambda rule: str(rule["alert"]))
-def test_every_alert_has_severity_summary_description_and_runbook(rule: dict[str, Any]) -> None:
+@pytest.mark.parametrize("name", ALERTS)
+def test_every_alert_has_severity_summary_description_and_runbook(
+    rules: dict[str, Any], name: str
+) -> None:
+    rule = alert(rules, name)
     assert rule.get("labels", {}).get("severity") in SEVERITIES
     annotations = rule.get("annotations", {})
     for key in ("summary", "description", "runbook_url"):
@@ -132,13 +166,13 @@ def test_github_anchor(heading: str, anchor: str) -> None:
 
 def test_unit_tests_make_every_alert_fire_and_stay_silent() -> None:
     document = yaml.safe_load(UNIT_TESTS.read_text(encoding="utf-8"))
-    assert document["rule_files"] == [str(Path("..", "..", RULES.relative_to(REPO)))]
+    assert document["rule_files"] == [RULES_NAME]
     firing: set[str] = set()
     silent: set[str] = set()
     for test in document["tests"]:
         for case in test.get("alert_rule_test", []):
             (firing if case.get("exp_alerts") else silent).add(case["alertname"])
-    names = {rule["alert"] for rule in alerts()}
+    names = set(ALERTS)
     assert names - firing == set(), "alerts no unit test makes fire"
     assert names - silent == set(), "alerts no unit test expects silent"
     assert (firing | silent) - names == set(), "unit tests of alerts the rules do not have"
@@ -208,8 +242,9 @@ def test_exported_metrics_are_read_from_the_sources() -> None:
         assert expected in names
 
 
-@pytest.mark.parametrize("rule", alerts(), ids=lambda rule: str(rule["alert"]))
-def test_alerts_read_only_exported_metrics(rule: dict[str, Any]) -> None:
+@pytest.mark.parametrize("name", ALERTS)
+def test_alerts_read_only_exported_metrics(rules: dict[str, Any], name: str) -> None:
+    rule = alert(rules, name)
     # Label matchers and grouping clauses name labels, not metrics.
     expr = re.sub(r"\{[^}]*\}", "", rule["expr"])
     expr = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
@@ -229,3 +264,36 @@ def test_runbooks_name_only_exported_metrics() -> None:
     unknown = {name for name in named if name not in exported and f"{name}_bucket" not in exported}
     assert named
     assert unknown == set()
+
+
+def test_thresholds_are_values(helm: Helm, promtool: str, tmp_path: Path) -> None:
+    """tests/chart/values/monitoring.yaml changes thresholds, job labels, the runbook base and
+    turns one alert off; the rendered rules follow and still pass promtool."""
+    changed = rendered_rules(helm, REPO / "tests" / "chart" / "values" / "monitoring.yaml")
+    names = [rule["alert"] for rule in alerts_of(changed)]
+    assert names == [name for name in ALERTS if name != "ReconsumeScheduleStalled"]
+    backlog = alert(changed, "ReconsumeDeadLetterBacklog")
+    assert backlog["expr"].strip().endswith("(reconsume_dead_letter_depth) > 50")
+    assert backlog["for"] == "5m"
+    assert backlog["labels"]["severity"] == "critical"
+    assert "more than 50 for 5m" in backlog["annotations"]["description"]
+    storm = alert(changed, "ReconsumeRetryStorm")["expr"]
+    assert "[5m]" in storm
+    assert "[10m]" not in storm
+    assert ") > 0.5\n" in storm
+    assert storm.strip().endswith("> 10")
+    assert 'up{job="rocketmq-brokers"} == 0' in alert(changed, "ReconsumeBrokerDown")["expr"]
+    assert 'job="reconsume-ops"' in alert(changed, "ReconsumeReconcileFailures")["expr"]
+    for rule in alerts_of(changed):
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"https://runbooks.example.com/reconsume.md#{rule['alert'].lower()}"
+    (tmp_path / RULES_NAME).write_text(yaml.safe_dump(changed, sort_keys=False))
+    output = run(promtool, "check", "rules", RULES_NAME, cwd=tmp_path)
+    assert f"SUCCESS: {len(names)} rules found" in output, output
+
+
+def test_a_group_with_every_alert_off_is_left_out(helm: Helm) -> None:
+    objects = helm.render(sets=["alerts.brokerDown.enabled=false"], api_versions=MONITORING_APIS)
+    groups = [group["name"] for group in one(objects, "PrometheusRule")["spec"]["groups"]]
+    assert "reconsume.brokers" not in groups
+    assert "reconsume.operator" in groups

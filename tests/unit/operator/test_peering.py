@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reconsume_operator.config import OperatorConfig
-from reconsume_operator.main import build_parser, config_from_args
+from reconsume_operator.main import build_parser, config_from_args, peering_priority
 from reconsume_operator.peering import peering_objects
 
 
@@ -36,3 +36,22 @@ def test_peering_lifetime_and_namespaces_come_from_the_command_line_or_environme
     assert OperatorConfig().peering_lifetime_s == 60
     with pytest.raises(ValueError, match="peering lifetime"):
         OperatorConfig(peering_lifetime_s=0)
+
+
+def test_priority_is_an_integer_or_random() -> None:
+    assert build_parser().parse_args(["-A", "--priority", "20"]).priority == 20
+    drawn = {build_parser().parse_args(["-A", "--priority=random"]).priority for _ in range(50)}
+    assert all(1 <= value <= 2**31 - 1 for value in drawn)
+    assert len(drawn) > 1  # 50 draws from 2**31 values: equal ones are (almost) impossible
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["-A", "--priority", "high"])
+
+
+def test_priority_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = build_parser().parse_args(["-A"])
+    assert peering_priority(args) is None
+    monkeypatch.setenv("RECONSUME_PEERING_PRIORITY", "7")
+    assert peering_priority(args) == 7
+    monkeypatch.setenv("RECONSUME_PEERING_PRIORITY", "random")
+    assert 1 <= (peering_priority(args) or 0) <= 2**31 - 1
+    assert peering_priority(build_parser().parse_args(["-A", "--priority", "3"])) == 3

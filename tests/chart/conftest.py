@@ -1,0 +1,29 @@
+"""The chart tier's tools: helm (``make chart-deps`` builds it) and promtool (Debian's
+prometheus). A missing one fails the run in CI and skips the tests elsewhere."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ..compat.conftest import missing
+from .helm import Helm, find_helm, pinned_version
+
+
+@pytest.fixture(scope="session")
+def helm() -> Helm:
+    found = find_helm()
+    if found is None:
+        missing(f"helm is not built: run `make chart-deps` (go install helm {pinned_version()})")
+    return Helm(found)
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        missing(
+            "promtool is not installed (Debian: apt-get install prometheus; or `make chart-deps`)"
+        )
+    return path
