@@ -147,6 +147,26 @@ def config_map(spec: ClusterSpec) -> dict[str, Any]:
     }
 
 
+POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": 10001,
+    "runAsGroup": 10001,
+    "fsGroup": 10001,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""Pod security context of name servers and brokers: the Pod Security Standards' restricted
+profile, as the image's user 10001 (docs/images.md); ``fsGroup`` makes the store's volume
+writable by that user on storage that is mounted root-owned."""
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+TMP_VOLUME = {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}
+"""HOME and temporary files (the root file system is read-only)."""
+TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
+
+
 def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
     container = {
         "name": "namesrv",
@@ -156,6 +176,8 @@ def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
         "ports": [{"name": "namesrv", "containerPort": NAMESRV_PORT}],
         "readinessProbe": {"tcpSocket": {"port": "namesrv"}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": "namesrv"}, "periodSeconds": 10},
+        "securityContext": dict(CONTAINER_SECURITY),
+        "volumeMounts": [dict(TMP_MOUNT)],
     }
     return {
         "apiVersion": "apps/v1",
@@ -166,7 +188,11 @@ def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
             "selector": {"matchLabels": _selector(spec.name, "namesrv")},
             "template": {
                 "metadata": {"labels": labels(spec.name, "namesrv")},
-                "spec": {"containers": [container]},
+                "spec": {
+                    "securityContext": dict(POD_SECURITY),
+                    "containers": [container],
+                    "volumes": [dict(TMP_VOLUME)],
+                },
             },
         },
     }
@@ -246,7 +272,9 @@ def broker_statefulset(spec: ClusterSpec, replicas: int | None = None) -> dict[s
         "volumeMounts": [
             {"name": "store", "mountPath": STORE_DIR},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            dict(TMP_MOUNT),
         ],
+        "securityContext": dict(CONTAINER_SECURITY),
     }
     if spec.resources:
         container["resources"] = dict(spec.resources)
@@ -270,8 +298,12 @@ def broker_statefulset(spec: ClusterSpec, replicas: int | None = None) -> dict[s
                 "spec": {
                     # A broker flushes and closes its store on SIGTERM.
                     "terminationGracePeriodSeconds": 60,
+                    "securityContext": dict(POD_SECURITY),
                     "containers": [container],
-                    "volumes": [{"name": "config", "configMap": {"name": config_name(spec.name)}}],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": config_name(spec.name)}},
+                        dict(TMP_VOLUME),
+                    ],
                 },
             },
             "volumeClaimTemplates": [{"metadata": {"name": "store"}, "spec": claim_spec}],

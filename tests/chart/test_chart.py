@@ -179,6 +179,28 @@ def test_several_replicas_without_peering_are_refused(helm: Helm) -> None:
         helm.render(sets=["peering.enabled=false"])
 
 
+def test_without_peering_pods_are_replaced_not_rolled(helm: Helm) -> None:
+    objects = helm.render(values=[REPO / "tests/chart/values/standalone.yaml"])
+    assert one(objects, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    assert "strategy" not in one(helm.render(), "Deployment")["spec"]
+
+
+def test_spark_operator_rights_need_spark_on_kubernetes(helm: Helm) -> None:
+    with pytest.raises(HelmError, match=r"rbac.sparkOperator needs rbac.sparkOnKubernetes"):
+        helm.render(sets=["rbac.sparkOnKubernetes=false"])
+
+
+def test_large_numbers_render_as_integers(helm: Helm, tmp_path: Path) -> None:
+    """Numbers of a values file reach templates as floats (1000000 would print 1e+06)."""
+    values = tmp_path / "values.yaml"
+    values.write_text("peering: {lifetimeSeconds: 1000000}\noperator: {metricsPort: 10090}\n")
+    objects = helm.render(values=[values])
+    args = container(objects)["args"]
+    assert "--peering-lifetime=1000000" in args
+    assert "--metrics-port=10090" in args
+    assert one(objects, "Service")["spec"]["ports"][0]["port"] == 10090
+
+
 def test_operator_flags_exist(helm: Helm) -> None:
     """Every flag the Deployment passes is one the operator's parser takes."""
     pytest.importorskip("kopf")

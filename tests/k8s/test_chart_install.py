@@ -421,6 +421,22 @@ def test_gitops_apply_twice_changes_nothing(
         for replica in replicas:
             replica.stop()
 
+    # The name servers and brokers the operator runs meet the restricted profile too.
+    restricted = f"restricted-{uuid.uuid4().hex[:8]}"
+    ensure_namespace(api, restricted, **{"pod-security.kubernetes.io/enforce": "restricted"})
+    core = kubernetes.client.CoreV1Api(api)
+    for kind, name in (("StatefulSet", "orders-broker"), ("Deployment", "orders-namesrv")):
+        meta = {"name": name, "namespace": watched}
+        workload = get(api, {"apiVersion": "apps/v1", "kind": kind, "metadata": meta})
+        pod_spec = workload["spec"]["template"]["spec"]
+        for claim in workload["spec"].get("volumeClaimTemplates") or []:
+            volume = claim["metadata"]["name"]
+            pod_spec["volumes"].append(
+                {"name": volume, "persistentVolumeClaim": {"claimName": f"{volume}-0"}}
+            )
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": pod_spec}
+        core.create_namespaced_pod(restricted, pod, dry_run="All")
+
     # The second apply: nothing changes and nothing conflicts.
     changed, conflicts, foreign = [], [], []
     for obj in git:

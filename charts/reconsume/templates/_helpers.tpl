@@ -60,6 +60,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (not .Values.peering.enabled) (gt (int .Values.replicaCount) 1) -}}
 {{- fail "replicaCount: more than one replica needs peering.enabled (without peering every replica would act)" -}}
 {{- end -}}
+{{- if and .Values.rbac.create .Values.rbac.sparkOperator (not .Values.rbac.sparkOnKubernetes) -}}
+{{- fail "rbac.sparkOperator needs rbac.sparkOnKubernetes: a SparkApplication's driver gets the ServiceAccount, Role and RoleBinding those rights allow" -}}
+{{- end -}}
 {{- if ne (len .Values.watchNamespaces) (len (uniq .Values.watchNamespaces)) -}}
 {{- fail (printf "watchNamespaces: %v names a namespace twice" .Values.watchNamespaces) -}}
 {{- end -}}
