@@ -42,18 +42,26 @@ T = TypeVar("T")
 def install_crds(api: kubernetes.client.ApiClient) -> None:
     """Create every CRD of ``crds/`` (and Kopf's peering CRDs) unless present; wait until all
     are established."""
+    documents = [
+        document
+        for path in CRD_FILES
+        for document in yaml.safe_load_all(path.read_text())
+        if document and document.get("kind") == "CustomResourceDefinition"
+    ]
+    ensure_crds(api, documents)
+
+
+def ensure_crds(api: kubernetes.client.ApiClient, documents: list[dict[str, Any]]) -> None:
+    """Create each CustomResourceDefinition unless present; wait until all are established."""
     extensions = kubernetes.client.ApiextensionsV1Api(api)
     names = []
-    for path in CRD_FILES:
-        for document in yaml.safe_load_all(path.read_text()):
-            if not document or document.get("kind") != "CustomResourceDefinition":
-                continue
-            names.append(document["metadata"]["name"])
-            try:
-                extensions.create_custom_resource_definition(document)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+    for document in documents:
+        names.append(document["metadata"]["name"])
+        try:
+            extensions.create_custom_resource_definition(document)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
     def established() -> bool:
         for name in names:

@@ -38,7 +38,7 @@ from ..polling import eventually
 from .conftest import missing
 from .control_plane import ControlPlane, free_ports
 from .operator_process import OperatorProcess
-from .operator_support import REPO, install_crds, new_namespace
+from .operator_support import REPO, ensure_crds, install_crds, new_namespace
 
 GITOPS = "gitops"
 """The field manager of the applies, as a GitOps tool's server-side apply would have one."""
@@ -91,32 +91,14 @@ def installed(control_plane: ControlPlane) -> Iterator[kubernetes.client.ApiClie
     """reconsume's and Kopf's CRDs, and prometheus-operator's three kinds."""
     with control_plane.api_client() as api:
         install_crds(api)
-        extensions = kubernetes.client.ApiextensionsV1Api(api)
-        names = []
-        for kind, plural in (
-            ("ServiceMonitor", "servicemonitors"),
-            ("PodMonitor", "podmonitors"),
-            ("PrometheusRule", "prometheusrules"),
-        ):
-            crd = monitoring_crd(kind, plural)
-            names.append(crd["metadata"]["name"])
-            try:
-                extensions.create_custom_resource_definition(crd)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-
-        def established() -> bool:
-            for name in names:
-                status = extensions.read_custom_resource_definition(name).status
-                if not any(
-                    c.type == "Established" and c.status == "True"
-                    for c in (status.conditions or [])
-                ):
-                    return False
-            return True
-
-        eventually(established, 30, "monitoring CRDs established")
+        ensure_crds(
+            api,
+            [
+                monitoring_crd("ServiceMonitor", "servicemonitors"),
+                monitoring_crd("PodMonitor", "podmonitors"),
+                monitoring_crd("PrometheusRule", "prometheusrules"),
+            ],
+        )
         yield api
 
 
