@@ -8,15 +8,12 @@ import shutil
 import pytest
 
 from ..compat.conftest import missing
-from .helm import Helm, find_helm, pinned_version
+from .helm import Helm, require_helm
 
 
 @pytest.fixture(scope="session")
 def helm() -> Helm:
-    found = find_helm()
-    if found is None:
-        missing(f"helm is not built: run `make chart-deps` (go install helm {pinned_version()})")
-    return Helm(found)
+    return require_helm(missing)
 
 
 @pytest.fixture(scope="session")

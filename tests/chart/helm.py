@@ -9,9 +9,9 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -47,6 +47,14 @@ def find_helm() -> Path | None:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return Path(candidate)
     return None
+
+
+def require_helm(missing: Callable[[str], NoReturn]) -> Helm:
+    """The helm found, or ``missing`` (the tier's fail-in-CI, skip-elsewhere) with the fix."""
+    found = find_helm()
+    if found is None:
+        missing(f"helm is not built: run `make chart-deps` (go install helm {pinned_version()})")
+    return Helm(found)
 
 
 class HelmError(AssertionError):

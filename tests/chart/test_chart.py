@@ -13,6 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from reconsume_operator.children import labels
+from reconsume_operator.dead_letter_jobs import RBAC_RESOURCES, RBAC_VERBS
+from reconsume_operator.main import build_parser
+
 from .helm import (
     CHART,
     MONITORING_APIS,
@@ -203,9 +207,6 @@ def test_large_numbers_render_as_integers(helm: Helm, tmp_path: Path) -> None:
 
 def test_operator_flags_exist(helm: Helm) -> None:
     """Every flag the Deployment passes is one the operator's parser takes."""
-    pytest.importorskip("kopf")
-    from reconsume_operator.main import build_parser
-
     for path in values_files():
         args = container(helm.render(values=[path]))["args"]
         parsed = build_parser("reconsume-operator").parse_args(args)
@@ -291,9 +292,6 @@ def test_rbac_without_spark_on_kubernetes(helm: Helm) -> None:
 def test_rbac_grants_what_a_spark_driver_role_grants(helm: Helm) -> None:
     """Kubernetes lets the operator create a k8s:// DeadLetterJob's Role only if it holds
     every permission of that Role itself."""
-    pytest.importorskip("kopf")
-    from reconsume_operator.dead_letter_jobs import RBAC_RESOURCES, RBAC_VERBS
-
     rules = rules_of(helm.render(), "ClusterRole")
     for resource in RBAC_RESOURCES:
         for verb in RBAC_VERBS:
@@ -340,9 +338,6 @@ def test_monitors_select_operator_and_brokers(helm: Helm) -> None:
 
 
 def test_broker_pod_monitor_matches_the_brokers_the_operator_runs(helm: Helm) -> None:
-    pytest.importorskip("kopf")
-    from reconsume_operator.children import labels
-
     objects = helm.render(api_versions=MONITORING_APIS)
     selector = one(objects, "PodMonitor")["spec"]["selector"]["matchLabels"]
     broker_labels = labels("orders", "broker")

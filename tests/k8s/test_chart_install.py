@@ -29,9 +29,8 @@ from ..chart.helm import (
     MONITORING_APIS,
     Helm,
     by_kind,
-    find_helm,
     one,
-    pinned_version,
+    require_helm,
     values_files,
 )
 from ..polling import eventually
@@ -53,10 +52,7 @@ OWN_ANNOTATIONS = "f:operator.reconsume.io/"
 
 @pytest.fixture(scope="module")
 def helm() -> Helm:
-    found = find_helm()
-    if found is None:
-        missing(f"helm is not built: run `make chart-deps` (go install helm {pinned_version()})")
-    return Helm(found)
+    return require_helm(missing)
 
 
 def monitoring_crd(kind: str, plural: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .crds.schema import KINDS, ROOT, load_crds, root_schema
+from .crds.schema import KINDS, ROOT, load_crds, root_schema, walk
 
 SCRIPT = ROOT / "tools" / "crd_reference.py"
 DOC = ROOT / "docs" / "crd-reference.md"
@@ -75,13 +75,8 @@ def unescaped(markdown: str) -> str:
 def spec_paths(schema: dict[str, Any], path: str) -> Iterator[str]:
     """Every path under ``schema``, written as the reference writes them: ``[]`` for array
     items, ``.<key>`` for the values of a map."""
-    yield path
-    for name, child in (schema.get("properties") or {}).items():
-        yield from spec_paths(child, f"{path}.{name}")
-    if isinstance(schema.get("items"), dict):
-        yield from spec_paths(schema["items"], f"{path}[]")
-    if isinstance(schema.get("additionalProperties"), dict):
-        yield from spec_paths(schema["additionalProperties"], f"{path}.<key>")
+    for found, _ in walk(schema):
+        yield path + found.replace("[*]", "[]").replace("{*}", ".<key>")
 
 
 def cel_rules(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
