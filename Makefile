@@ -19,7 +19,7 @@ ALI_ONS_STAMP := $(ALI_ONS)/node_modules/.installed-$(shell cat $(ALI_ONS)/packa
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e ".[test,lint,fast,operator,spark]"
+	$(BIN)/python -m pip install --quiet -e ".[test,lint,fast,operator,spark,demo]"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -190,4 +190,4 @@ bench: $(STAMP) bench-java
 # clean keeps $(CACHE_DIR): downloads and the built kube-apiserver outlive the work tree.
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(ALI_ONS)/node_modules \
-		$(JAVA_CLIENT)/target
+		$(JAVA_CLIENT)/target reconsume-demo

@@ -14,7 +14,7 @@ from pathlib import Path
 from reconsume import __version__
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _crash_demo(args: argparse.Namespace) -> int:
     from reconsume.store.crash_demo import run_demo
 
     if args.dir is not None:
@@ -22,6 +22,47 @@ def _demo(args: argparse.Namespace) -> int:
         return run_demo(args.dir, args.rounds, sys.stdout)
     with tempfile.TemporaryDirectory(prefix="reconsume-demo-") as tmp:
         return run_demo(Path(tmp), args.rounds, sys.stdout)
+
+
+def _local_logging(verbose: bool) -> None:
+    """Embedded mode tells what it does (INFO), with the time, like a controller's log."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    local = logging.getLogger("reconsume.local")
+    local.addHandler(handler)
+    local.setLevel(logging.DEBUG if verbose else logging.INFO)
+    local.propagate = False
+
+
+def _up(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from reconsume.local import up
+
+    _local_logging(args.verbose)
+    return asyncio.run(
+        up.run(
+            args.data_dir,
+            args.filename,
+            recursive=args.recursive,
+            namesrv_port=args.port,
+            interval_s=args.interval,
+        )
+    )
+
+
+def _status(args: argparse.Namespace) -> int:
+    from reconsume.local import status
+
+    return status.main(args.data_dir, sys.stdout, as_json=args.json)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from reconsume.local.demo import main as demo_main
+
+    if args.verbose:
+        _local_logging(verbose=True)
+    return demo_main(args.dir, fast=args.fast, out=sys.stdout)
 
 
 def _store_inspect(args: argparse.Namespace) -> int:
@@ -179,10 +220,47 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="show what reconsume does, on this machine")
-    demo.add_argument("--rounds", type=int, default=3, help="kill-and-recover rounds")
-    demo.add_argument("--dir", type=Path, help="store directory (default: a temporary one)")
+    demo = commands.add_parser(
+        "demo",
+        help="an order consumer whose payment service is down: retries, dead letters, a Drain "
+        "and a Reprocess job, on this machine (needs Java for Spark)",
+    )
+    demo.add_argument(
+        "--dir",
+        type=Path,
+        help="where its data, archive and chart go, emptied first (default: ./reconsume-demo)",
+    )
+    demo.add_argument("--fast", action="store_true", help="fewer orders, shorter delays (tests)")
     demo.set_defaults(run=_demo)
+
+    up = commands.add_parser(
+        "up",
+        help="embedded mode: run the clusters, topics, groups and dead-letter jobs of manifests "
+        "on this machine, reconciling edits until Ctrl-C",
+    )
+    up.add_argument(
+        "-f", "--filename", type=Path, action="append", required=True,
+        help="manifest file or directory (*.yaml, *.yml, *.json); repeatable",
+    )  # fmt: skip
+    up.add_argument("-R", "--recursive", action="store_true", help="into subdirectories too")
+    up.add_argument(
+        "--data-dir", type=Path, default=Path(".reconsume"),
+        help="stores, logs and state (default ./.reconsume)",
+    )  # fmt: skip
+    up.add_argument(
+        "--port", type=int, default=9876,
+        help="the first cluster's name-server port (default 9876; 0: any free one)",
+    )  # fmt: skip
+    up.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between passes (default 2)"
+    )
+    up.set_defaults(run=_up)
+
+    status = commands.add_parser("status", help="what a running `reconsume up` has")
+    status.add_argument("--data-dir", type=Path, default=Path(".reconsume"),
+                        help="its data directory (default ./.reconsume)")  # fmt: skip
+    status.add_argument("--json", action="store_true", help="print the state as JSON")
+    status.set_defaults(run=_status)
 
     namesrv = commands.add_parser("namesrv", help="run a name server (broker registry, routes)")
     namesrv.add_argument(
@@ -283,6 +361,14 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("dir", type=Path)
     inspect.add_argument("--json", action="store_true", help="print JSON")
     inspect.set_defaults(run=_store_inspect)
+    crash = store_commands.add_parser(
+        "crash-demo",
+        help="write with Sync flush, SIGKILL the writer mid-stream, recover, check nothing "
+        "acknowledged is lost",
+    )
+    crash.add_argument("--rounds", type=int, default=3, help="kill-and-recover rounds")
+    crash.add_argument("--dir", type=Path, help="store directory (default: a temporary one)")
+    crash.set_defaults(run=_crash_demo)
     return parser
 
 

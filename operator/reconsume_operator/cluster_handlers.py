@@ -18,13 +18,13 @@ from typing import Any
 import kopf
 
 from reconsume.errors import ReconsumeError
+from reconsume.topology.resources import Target
 from reconsume_operator.children import ClusterSpec, broker_name, children, cluster_spec
 from reconsume_operator.clusters import observe_cluster, operator_address
 from reconsume_operator.conditions import READY, Condition
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
 from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import reconcile_timer
-from reconsume_operator.reconcile import Target
 from reconsume_operator.scale_down import (
     BLOCKED,
     ScaleDecision,

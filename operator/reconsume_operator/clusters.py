@@ -15,8 +15,8 @@ from typing import Any
 
 from reconsume.client.admin import BrokerInfo
 from reconsume.errors import ReconsumeError
+from reconsume.topology.resources import AdminFactory
 from reconsume_operator.children import ClusterSpec
-from reconsume_operator.reconcile import AdminFactory
 
 
 @dataclass(frozen=True, slots=True)

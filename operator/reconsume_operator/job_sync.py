@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconsume.topology import Kind
+from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_spec
+from reconsume.topology.resources import object_name
 from reconsume_operator.children import cluster_spec
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.context import GROUP, VERSION, utc_now
@@ -27,12 +29,9 @@ from reconsume_operator.dead_letter_jobs import (
     KIND,
     SPARK_API_VERSION,
     SPARK_CRD,
-    DeadLetterJobSpec,
-    Source,
     cron_job,
     cron_job_name,
     job,
-    job_spec,
     label_value,
     rbac,
     run_name,
@@ -56,7 +55,6 @@ from reconsume_operator.job_status import (
 )
 from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import DEAD_LETTER_JOB_RUNS
-from reconsume_operator.reconcile import object_name
 
 WAITING = "WaitingForJob"
 POD_JOB_LABELS = ("batch.kubernetes.io/job-name", "job-name")

@@ -16,12 +16,12 @@ from typing import Any
 import kopf
 
 from reconsume.topology import Kind, SpecError
+from reconsume.topology.resources import PAUSED, Target, annotated, object_name, reconcile, remove
 from reconsume_operator import status as statuses
 from reconsume_operator.conditions import READY, Condition
 from reconsume_operator.conflicts import Claim, claim_key, claim_of, conflicting_owner
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
 from reconsume_operator.metrics import reconcile_timer
-from reconsume_operator.reconcile import PAUSED, Target, annotated, object_name, reconcile, remove
 
 PLURALS = {Kind.GROUP: "consumergroups", Kind.TOPIC: "topics"}
 KINDS = {Kind.GROUP: "ConsumerGroup", Kind.TOPIC: "Topic"}

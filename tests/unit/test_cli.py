@@ -20,8 +20,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_demo_kills_a_writer_and_recovers_every_acknowledged_message(tmp_path: Path) -> None:
-    result = run("demo", "--rounds", "2", "--dir", str(tmp_path / "store"))
+def test_crash_demo_kills_a_writer_and_recovers_every_acknowledged_message(tmp_path: Path) -> None:
+    result = run("store", "crash-demo", "--rounds", "2", "--dir", str(tmp_path / "store"))
     assert result.returncode == 0, result.stdout + result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line[:5].strip().isdigit()]
     assert len(rows) == 2

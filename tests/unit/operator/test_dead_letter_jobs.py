@@ -11,19 +11,18 @@ from typing import Any
 import pytest
 
 from reconsume import __version__
+from reconsume.topology.jobs import Source, job_spec
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.dead_letter_jobs import (
     CRON_JOB_NAME_MAX,
     GROUP_LABEL,
     JOB_LABEL,
     JOB_NAME_MAX,
-    Source,
     bounded_name,
     command,
     cron_job,
     cron_job_name,
     job,
-    job_spec,
     label_value,
     memory_mib,
     rbac,

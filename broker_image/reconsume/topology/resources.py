@@ -1,8 +1,9 @@
-"""Reconciling one ConsumerGroup or Topic resource on its cluster's brokers.
+"""Reconciling one ConsumerGroup or Topic resource on its cluster's brokers, for every driver.
 
-Kopf-free: the handlers (:mod:`reconsume_operator.handlers`) call these and turn a
-:class:`Result` into status, conditions, events and Kopf's retry. The work itself is
-:mod:`reconsume.topology`'s: desired state from the resource, observe, plan, apply, observe.
+The operator's Kopf handlers turn a :class:`Result` into status, conditions, events and Kopf's
+retry; embedded mode (:mod:`reconsume.local`) into its status file and log. The work itself is
+the rest of :mod:`reconsume.topology`: desired state from the resource, observe, plan, apply,
+observe.
 """
 
 from __future__ import annotations

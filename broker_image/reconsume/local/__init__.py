@@ -1,0 +1,2 @@
+"""Embedded mode: name server, brokers, topology and dead-letter jobs on one machine, from
+manifests, without Kubernetes."""
