@@ -24,16 +24,28 @@ class Plan:
     legacy: int
     """Orders from the retired legacy checkout: no payment will ever accept them."""
     brokers: int
-    delays: tuple[str, ...]
-    """The group's retry delays (a Customized policy); retryMaxTimes is their number."""
+    delay_levels: str
+    """The cluster's delay levels, shortened from RocketMQ's 1s 5s 10s 30s 1m ... 2h; a retry
+    after ``n`` failures waits level ``3 + n`` (the default DelayLevels policy)."""
+    max_times: int
     produce_over_s: float
     rate_per_second: int
 
+    @property
+    def delays(self) -> tuple[str, ...]:
+        """The waits before each retry: levels 3 .. 2 + max_times."""
+        levels = self.delay_levels.split()
+        return tuple(levels[2 : 2 + self.max_times])
 
-FULL = Plan(orders=60, legacy=6, brokers=2, delays=("2s", "4s", "8s"), produce_over_s=4.0,
-            rate_per_second=20)  # fmt: skip
-FAST = Plan(orders=16, legacy=3, brokers=1, delays=("1s", "2s"), produce_over_s=1.0,
-            rate_per_second=50)  # fmt: skip
+
+FULL = Plan(
+    orders=60, legacy=6, brokers=2, max_times=3, produce_over_s=4.0, rate_per_second=20,
+    delay_levels="500ms 1s 2s 4s 8s 16s 32s 1m 2m 4m 8m 16m 32m 1h 2h 4h 8h 16h",
+)  # fmt: skip
+FAST = Plan(
+    orders=16, legacy=3, brokers=1, max_times=2, produce_over_s=1.0, rate_per_second=50,
+    delay_levels="250ms 500ms 1s 2s 4s 8s 16s 32s 1m 2m 4m 8m 16m 32m 1h 2h 4h 8h",
+)  # fmt: skip
 
 
 def _object(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +55,9 @@ def _object(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 def topology(plan: Plan) -> dict[str, dict[str, Any]]:
     """File name → object: the cluster, the topic and the consumer group."""
     return {
-        "brokercluster.yaml": _object("BrokerCluster", CLUSTER, {"brokers": plan.brokers}),
+        "brokercluster.yaml": _object(
+            "BrokerCluster", CLUSTER, {"brokers": plan.brokers, "delayLevels": plan.delay_levels}
+        ),
         "topic.yaml": _object("Topic", TOPIC, {"cluster": CLUSTER, "queues": 4}),
         "consumergroup.yaml": _object(
             "ConsumerGroup",
@@ -53,8 +67,8 @@ def topology(plan: Plan) -> dict[str, dict[str, Any]]:
                 "groupName": GROUP,
                 "retry": {
                     "queueNums": 1,
-                    "maxTimes": len(plan.delays),
-                    "policy": {"type": "Customized", "delays": list(plan.delays)},
+                    "maxTimes": plan.max_times,
+                    "policy": {"type": "DelayLevels"},
                 },
                 "subscriptions": [{"topic": TOPIC}],
                 "deletionPolicy": "Delete",

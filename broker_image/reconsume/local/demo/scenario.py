@@ -2,7 +2,7 @@
 
 1. Embedded mode starts the cluster, topic and consumer group of ``<dir>/manifests``.
 2. The payment service is down. Orders arrive; every delivery fails and is sent back: the
-   broker holds each retry for its delay (the group's Customized policy), redelivers it
+   broker holds each retry for its delay (the cluster's delay levels, shortened), redelivers it
    through ``%RETRY%<group>``, and after ``retryMaxTimes`` stores it in ``%DLQ%<group>``.
 3. A Drain DeadLetterJob archives the legacy-checkout orders (no payment takes them) as
    Parquet; the others stay in the dead-letter queue.
@@ -152,7 +152,7 @@ class Scenario:
         # group's retryMaxTimes on the broker, so it is set to the group's (docs/retry.md).
         consumer = PushConsumer(
             [name_server], manifests.GROUP, consume_from=ConsumeFrom.FIRST_OFFSET,
-            max_reconsume_times=len(self.plan.delays), rebalance_interval_s=2.0,
+            max_reconsume_times=self.plan.max_times, rebalance_interval_s=2.0,
             persist_interval_s=1.0, long_poll_ms=2_000,
         )  # fmt: skip
         consumer.subscribe(manifests.TOPIC, "*")
