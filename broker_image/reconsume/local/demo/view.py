@@ -33,7 +33,7 @@ def stages(progress: Progress) -> Table:
         ("orders produced", progress.produced, "topic orders"),
         ("deliveries to the consumer", progress.attempts, "first tries and retries"),
         ("failed deliveries", progress.failed, "payment service refused: sent back"),
-        ("waiting to retry", progress.waiting, "on the broker's timer, until their delay is up"),
+        ("waiting to retry", progress.waiting, "held by the broker until their delay is up"),
         (f"in %RETRY%{progress.group}", progress.retry_depth, "due, not consumed yet"),
         (f"in %DLQ%{progress.group}", progress.dlq_depth, "dead letters not handled by a job"),
         ("dead-lettered (total)", progress.dead_lettered, "after the last retry"),
