@@ -342,20 +342,21 @@ def assert_agree(
         )
 
 
+def dry_run_create(server: tuple[Any, str], document: Object) -> str | None:
+    """The API server's refusal of a server-side dry-run create with strict field validation,
+    or None when it accepts."""
+    custom, namespace = server
+    return refusal(
+        lambda: custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, plural_of(document), document,
+            dry_run="All", field_validation="Strict",
+        )
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("document", [d for _, d in VALID], ids=[i for i, _ in VALID])
 def test_valid_objects_are_accepted_by_both(server: tuple[Any, str], document: Object) -> None:
-    custom, namespace = server
-    refused = refusal(
-        lambda: custom.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            plural_of(document),
-            document,
-            dry_run="All",
-            field_validation="Strict",
-        )
-    )
+    refused = dry_run_create(server, document)
     assert_agree(document, check(document), refused)
     assert refused is None
 
@@ -364,18 +365,7 @@ def test_valid_objects_are_accepted_by_both(server: tuple[Any, str], document: O
 def test_invalid_objects_are_refused_by_both_naming_the_same_fields(
     server: tuple[Any, str], case: str, document: Object
 ) -> None:
-    custom, namespace = server
-    refused = refusal(
-        lambda: custom.create_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            plural_of(document),
-            document,
-            dry_run="All",
-            field_validation="Strict",
-        )
-    )
+    refused = dry_run_create(server, document)
     assert_agree(document, check(document), refused, same_fields=case not in NAMED_DIFFERENTLY)
     assert refused is not None
 
