@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_arguments
+from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_arguments, resource_conf
 from reconsume_operator.children import labels as base_labels
 
 API_VERSION = "reconsume.io/v1alpha1"
@@ -123,11 +123,7 @@ def spark_conf(spec: DeadLetterJobSpec, image: str, *, in_job_pod: bool = True) 
     master, what the driver in the Job's pod needs to create executor pods (not overridable).
     ``$(POD_IP)`` and ``$(POD_NAME)`` are the pod's environment variables, which Kubernetes
     substitutes in the command."""
-    conf = {"spark.driver.cores": str(spec.driver_cores), "spark.driver.memory": spec.driver_memory}
-    if not spec.master.startswith("local"):
-        conf["spark.executor.instances"] = str(spec.executor_instances)
-        conf["spark.executor.cores"] = str(spec.executor_cores)
-        conf["spark.executor.memory"] = spec.executor_memory
+    conf = resource_conf(spec)
     if spec.kubernetes_master:
         conf["spark.kubernetes.container.image"] = image
     conf.update(spec.conf)

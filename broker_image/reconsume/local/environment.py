@@ -166,7 +166,8 @@ class Environment:
         await self.jobs.stop()
         for cluster in self.clusters.values():
             await cluster.stop()
-        self.write_state(running=False)
+        if self.data_dir.is_dir():  # not when start failed to create it
+            self.write_state(running=False)
 
     # ------------------------------------------------------------------ clusters
     def _of_kind(self, kind: str) -> dict[Key, Manifest]:

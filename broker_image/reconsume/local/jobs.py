@@ -30,7 +30,13 @@ from typing import Any
 from reconsume.local.cron import CronSchedule
 from reconsume.local.manifests import Key, Manifest
 from reconsume.local.processes import Child
-from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_arguments, job_spec
+from reconsume.topology.jobs import (
+    DeadLetterJobSpec,
+    Source,
+    job_arguments,
+    job_spec,
+    resource_conf,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +136,8 @@ class JobRunner:
                 self.states[state.key] = state
 
     def save(self) -> None:
+        if not self.data_dir.is_dir():  # embedded mode failed to create it: nothing ran
+            return
         data = [s.to_json() for _, s in sorted(self.states.items())]
         temporary = self._file.with_suffix(".tmp")
         temporary.write_text(json.dumps(data, indent=1))
@@ -209,9 +217,8 @@ class JobRunner:
             log.error("%s: %s", manifest.describe(), problem)
             return
         assert isinstance(source, Source)
-        run_dir = self.data_dir / "jobs" / manifest.namespace / manifest.name / str(state.runs)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        result = run_dir / "result.json"
+        result = self._result_file(state)
+        result.parent.mkdir(parents=True, exist_ok=True)
         child = Child(
             f"job {manifest.name}",
             ["dlq", *command_arguments(spec, source), "--termination-log", str(result)],
@@ -222,6 +229,11 @@ class JobRunner:
         log.info("%s: run %d started (log %s)", manifest.describe(), state.runs, child.log_path)
         await child.spawn()
 
+    def _result_file(self, state: JobState) -> Path:
+        """Where the current run of ``state`` writes its result JSON."""
+        _, namespace, name = state.key
+        return self.data_dir / "jobs" / namespace / name / str(state.runs) / "result.json"
+
     async def _finish(self, state: JobState) -> None:
         child = state.child
         if child is None or child.running:
@@ -230,7 +242,7 @@ class JobRunner:
         state.child = None
         state.completion_time = _stamp(_now())
         kind, namespace, name = state.key
-        result_file = self.data_dir / "jobs" / namespace / name / str(state.runs) / "result.json"
+        result_file = self._result_file(state)
         try:
             result = json.loads(result_file.read_text())
         except (OSError, ValueError):
@@ -242,10 +254,6 @@ class JobRunner:
             state.message = str(result.get("message") or result.get("reason") or "")
         log.info("%s %s/%s run %d: %s %s", kind, namespace, name, state.runs, state.phase,
                  state.counts or state.message)  # fmt: skip
-
-    @property
-    def running(self) -> bool:
-        return any(s.child is not None and s.child.running for s in self.states.values())
 
     async def stop(self) -> None:
         """Stop every run (SIGTERM, then SIGKILL after 30 s). A job's offsets move only after
@@ -260,7 +268,7 @@ class JobRunner:
 
 def command_arguments(spec: DeadLetterJobSpec, source: Source) -> list[str]:
     """``reconsume dlq`` arguments of a local run: the job's, then Spark's master and conf."""
-    conf = {"spark.driver.cores": str(spec.driver_cores), "spark.driver.memory": spec.driver_memory}
+    conf = resource_conf(spec)
     if not spec.master.startswith("spark://"):
         # Everything is on this machine: no lookup of the host's name (which may not resolve).
         conf["spark.driver.host"] = "127.0.0.1"

@@ -10,7 +10,7 @@ problem names the file (and document, when there are several), the object and th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,7 +230,3 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     if mark is not None:
         return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
     return str(problem)
-
-
-def iter_kind(manifests: Iterable[Manifest], kind: str) -> Iterator[Manifest]:
-    return (m for m in manifests if m.kind == kind)

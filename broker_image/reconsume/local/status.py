@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -17,6 +18,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from reconsume.errors import InvalidArgumentError
 from reconsume.local.environment import STATE_FILE
 
 
@@ -24,7 +26,10 @@ def read_state(data_dir: Path) -> dict[str, Any] | None:
     path = data_dir / STATE_FILE
     if not path.exists():
         return None
-    state: dict[str, Any] = json.loads(path.read_text())
+    try:
+        state: dict[str, Any] = json.loads(path.read_text())
+    except ValueError as exc:  # written atomically by reconsume up; someone else's file
+        raise InvalidArgumentError(f"{path} is not a state file of reconsume up: {exc}") from None
     return state
 
 
@@ -45,8 +50,8 @@ def _age(then: float | None) -> str:
     return f"{seconds} s ago" if seconds < 120 else f"{seconds // 60} min ago"
 
 
-def render(state: dict[str, Any], out: TextIO, *, width: int | None = None) -> None:
-    console = Console(file=out, width=width or 120, highlight=False, soft_wrap=False)
+def render(state: dict[str, Any], out: TextIO) -> None:
+    console = Console(file=out, width=120, highlight=False, soft_wrap=False)
     running = bool(state.get("running")) and alive(int(state.get("pid") or 0))
     header = "running" if running else "not running (last state shown)"
     console.print(
@@ -107,10 +112,14 @@ def render(state: dict[str, Any], out: TextIO, *, width: int | None = None) -> N
 
 
 def main(data_dir: Path, out: TextIO, *, as_json: bool = False) -> int:
-    state = read_state(data_dir)
+    try:
+        state = read_state(data_dir)
+    except InvalidArgumentError as exc:
+        print(f"reconsume status: {exc}", file=sys.stderr)
+        return 1
     if state is None:
         print(f"reconsume status: no reconsume up has run with data directory {data_dir}",
-              file=out)  # fmt: skip
+              file=sys.stderr)  # fmt: skip
         return 1
     if as_json:
         print(json.dumps(state, indent=2), file=out)

@@ -42,7 +42,7 @@ async def run(
             for problem in exc.problems:
                 print(f"  {problem}", file=sys.stderr)
             return 2
-        except (InvalidArgumentError, ChildError) as exc:
+        except (InvalidArgumentError, ChildError, OSError) as exc:
             print(f"reconsume up: {exc}", file=sys.stderr)
             await environment.stop()
             return 1

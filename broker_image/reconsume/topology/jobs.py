@@ -91,6 +91,18 @@ def job_spec(body: Mapping[str, Any]) -> DeadLetterJobSpec:
     )
 
 
+def resource_conf(spec: DeadLetterJobSpec) -> dict[str, str]:
+    """Spark properties of the run's resources: the driver's and, unless the master is local,
+    the executors'. Drivers add their own and then ``spec.spark.conf``, which may override
+    these."""
+    conf = {"spark.driver.cores": str(spec.driver_cores), "spark.driver.memory": spec.driver_memory}
+    if not spec.master.startswith("local"):
+        conf["spark.executor.instances"] = str(spec.executor_instances)
+        conf["spark.executor.cores"] = str(spec.executor_cores)
+        conf["spark.executor.memory"] = spec.executor_memory
+    return conf
+
+
 def job_arguments(spec: DeadLetterJobSpec, source: Source) -> list[str]:
     """``<action> --name-server ... --group ... --job <ns>/<name>`` and the flags of the spec
     (what the job does; not how Spark runs)."""

@@ -110,3 +110,13 @@ def test_a_run_interrupted_by_a_stop_is_failed_after_a_restart(tmp_path: Path) -
     state = runner.states[("DeadLetterJob", "default", "replay")]
     assert state.phase == FAILED
     assert state.message == "interrupted: reconsume up stopped during the run"
+
+
+def test_a_spark_master_gets_the_executors_the_operator_would_ask_for() -> None:
+    manifest = job(spark={"master": "spark://10.0.0.1:7077", "executor": {"instances": 3}})
+    arguments = command_arguments(job_spec(manifest.body), JobSource("127.0.0.1:9876", "GID_o"))
+    conf = [arguments[i + 1] for i, a in enumerate(arguments) if a == "--conf"]
+    assert conf == [
+        "spark.driver.cores=1", "spark.driver.memory=1g", "spark.executor.instances=3",
+        "spark.executor.cores=1", "spark.executor.memory=1g",
+    ]  # fmt: skip

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import logging
 import shutil
 import sys
 from pathlib import Path
@@ -25,8 +24,6 @@ from reconsume.local.demo.scenario import DemoFailed, Scenario
 from reconsume.local.demo.summary import check, render_summary
 from reconsume.local.demo.view import make_view
 from reconsume.local.jobs import java_problem
-
-log = logging.getLogger(__name__)
 
 DEFAULT_DIR = Path("reconsume-demo")
 MARKER = ".reconsume-demo"
