@@ -18,6 +18,7 @@ refused by the API server changes nothing either.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -97,11 +98,17 @@ class Environment:
         self.synced_at: float | None = None
         self.jobs = JobRunner(self.data_dir, self._job_source)
         self._removing: dict[Key, Manifest] = {}
+        self._lock = asyncio.Lock()
+        """One pass at a time (``up``'s loop and the demo's own calls may overlap)."""
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Check every manifest (raise :class:`ManifestsInvalid`, starting nothing, if one is
         invalid), then start the clusters and apply everything once."""
+        async with self._lock:
+            await self._start()
+
+    async def _start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         previous = self._read_applied()
@@ -118,6 +125,10 @@ class Environment:
 
     async def sync(self) -> None:
         """One pass: read the files again and make everything match them."""
+        async with self._lock:
+            await self._sync()
+
+    async def _sync(self) -> None:
         raw = {k: m.body for k, m in self.applied.items()}
         loaded = mf.load(self.paths, recursive=self.recursive, applied=raw)
         problems = [str(p) for p in loaded.problems]
@@ -157,17 +168,19 @@ class Environment:
 
     async def supervise(self) -> None:
         """Restart processes that exited on their own."""
-        for cluster in self.clusters.values():
-            for happened in await cluster.supervise():
-                log.warning("%s", happened)
+        async with self._lock:
+            for cluster in self.clusters.values():
+                for happened in await cluster.supervise():
+                    log.warning("%s", happened)
 
     async def stop(self) -> None:
         """Stop job runs, then brokers, then name servers; the state file says so."""
-        await self.jobs.stop()
-        for cluster in self.clusters.values():
-            await cluster.stop()
-        if self.data_dir.is_dir():  # not when start failed to create it
-            self.write_state(running=False)
+        async with self._lock:
+            await self.jobs.stop()
+            for cluster in self.clusters.values():
+                await cluster.stop()
+            if self.data_dir.is_dir():  # not when start failed to create it
+                self.write_state(running=False)
 
     # ------------------------------------------------------------------ clusters
     def _of_kind(self, kind: str) -> dict[Key, Manifest]:

@@ -17,6 +17,7 @@ master needs the cluster the operator runs in.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -129,6 +130,7 @@ class JobRunner:
         self.data_dir = data_dir
         self.resolve = resolve
         self.states: dict[Key, JobState] = {}
+        self._lock = asyncio.Lock()
         self._file = data_dir / "jobs.json"
         if self._file.exists():
             for item in json.loads(self._file.read_text()):
@@ -148,8 +150,12 @@ class JobRunner:
 
     async def sync(self, manifests: Mapping[Key, Manifest], now: datetime | None = None) -> None:
         """Bring the runs in line with the manifests: finished runs recorded, due runs started,
-        runs of removed manifests stopped."""
-        now = now or _now()
+        runs of removed manifests stopped. Passes run one at a time: a pass that met a run
+        still being spawned by another would take it for one that has exited."""
+        async with self._lock:
+            await self._sync(manifests, now or _now())
+
+    async def _sync(self, manifests: Mapping[Key, Manifest], now: datetime) -> None:
         for key in sorted(set(self.states) - set(manifests)):
             state = self.states.pop(key)
             if state.child is not None and state.child.running:
@@ -236,7 +242,7 @@ class JobRunner:
 
     async def _finish(self, state: JobState) -> None:
         child = state.child
-        if child is None or child.running:
+        if child is None or child.pid is None or child.running:
             return
         code = await child.wait()
         state.child = None
@@ -259,11 +265,12 @@ class JobRunner:
         """Stop every run (SIGTERM, then SIGKILL after 30 s). A job's offsets move only after
         its work is done, so an interrupted run has handled nothing for good: it is recorded
         as Failed, and a changed spec runs it again over the same dead letters."""
-        for state in self.states.values():
-            if state.child is not None and state.child.running:
-                await state.child.stop(timeout_s=30.0)
-                await self._finish(state)
-        self.save()
+        async with self._lock:
+            for state in self.states.values():
+                if state.child is not None and state.child.running:
+                    await state.child.stop(timeout_s=30.0)
+                    await self._finish(state)
+            self.save()
 
 
 def command_arguments(spec: DeadLetterJobSpec, source: Source) -> list[str]:

@@ -9,7 +9,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reconsume.local.jobs import FAILED, PENDING, JobRunner, command_arguments, master_problem
+import pytest
+
+from reconsume.local import jobs
+from reconsume.local.jobs import (
+    FAILED,
+    PENDING,
+    JobRunner,
+    JobState,
+    command_arguments,
+    master_problem,
+)
 from reconsume.local.manifests import Manifest, Source
 from reconsume.topology.jobs import Source as JobSource
 from reconsume.topology.jobs import job_spec
@@ -120,3 +130,31 @@ def test_a_spark_master_gets_the_executors_the_operator_would_ask_for() -> None:
         "spark.driver.cores=1", "spark.driver.memory=1g", "spark.executor.instances=3",
         "spark.executor.cores=1", "spark.executor.memory=1g",
     ]  # fmt: skip
+
+
+def test_overlapping_passes_do_not_take_a_starting_run_for_an_exited_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two passes at once (``reconsume up``'s loop and a caller's own sync): the second must not
+    look at a run the first is still spawning. The run is a real process that exits at once."""
+    monkeypatch.setattr(jobs, "java_problem", lambda: None)
+    monkeypatch.setattr(jobs, "command_arguments", lambda spec, source: ["--help"])
+
+    def resolved(manifest: Manifest) -> JobSource:
+        return JobSource("127.0.0.1:9876", "GID_orders")
+
+    runner = JobRunner(tmp_path, resolved)
+    manifest = job()
+    wanted = {manifest.key: manifest}
+
+    async def scenario() -> JobState:
+        await asyncio.gather(runner.sync(wanted, NOW), runner.sync(wanted, NOW))
+        state = runner.states[manifest.key]
+        assert state.child is not None
+        await state.child.wait()
+        await runner.sync(wanted, NOW)
+        return state
+
+    state = asyncio.run(scenario())
+    assert (state.phase, state.runs) == (FAILED, 1)
+    assert state.message.startswith("exited with 0 without a result")
