@@ -115,6 +115,7 @@ VALID: list[tuple[str, Object]] = [
     ("Drain as JSON", job(action="Drain", sink={**SINK, "format": "json"})),
     ("scheduled purge", purge(schedule="@daily", maxMessages=2**63 - 1, dryRun=True)),
     ("cron purge", purge(schedule="*/5 * * * 1-5")),
+    ("purge at midnight", purge(schedule="@midnight")),
     (
         "spark settings",
         purge(

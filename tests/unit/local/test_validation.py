@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from reconsume.local import crds
+from reconsume.local.cron import MACROS
 from reconsume.local.rules import join_field_path, rule_problems
 from reconsume.local.schema import Problem, defaulted, validate, walk
 from reconsume.local.validation import NOT_CHECKED, check, checked
@@ -69,6 +70,11 @@ def test_there_is_an_example_of_every_kind() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_is_valid(path: Path) -> None:
     assert check(yaml.safe_load(path.read_text())) == []
+
+
+@pytest.mark.parametrize("macro", sorted(MACROS))
+def test_every_cron_macro_embedded_mode_runs_is_a_schedule_the_crd_accepts(macro: str) -> None:
+    assert check(job(action="Purge", schedule=macro)) == []
 
 
 def test_checked_returns_the_defaulted_object_and_leaves_the_document_alone() -> None:
