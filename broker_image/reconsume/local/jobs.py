@@ -103,7 +103,7 @@ class JobState:
             "runs": self.runs, "startTime": self.start_time,
             "completionTime": self.completion_time,
             "lastScheduleTime": self.last_schedule_time, "nextRun": self.next_run,
-            "counts": self.counts, "log": self.log,
+            "counts": self.counts, "log": self.log, "due": self.due,
         }  # fmt: skip
 
     @classmethod
@@ -118,6 +118,7 @@ class JobState:
         state.last_schedule_time = data.get("lastScheduleTime")
         state.counts = dict(data.get("counts") or {})
         state.log = data.get("log")
+        state.due = bool(data.get("due"))
         if state.phase == RUNNING:  # embedded mode stopped while it ran: it did not finish
             state.phase, state.message = FAILED, "interrupted: reconsume up stopped during the run"
         return state
@@ -209,19 +210,26 @@ class JobRunner:
             state.next_run = _stamp(schedule.next_after(now))
 
     async def _start(self, state: JobState, manifest: Manifest, now: datetime) -> None:
-        state.due = False
-        state.runs += 1
-        state.start_time, state.completion_time, state.counts = _stamp(now), None, {}
         spec = job_spec(manifest.body)
-        problem = master_problem(spec.master) or java_problem()
-        source = self.resolve(manifest)
-        if isinstance(source, str):
-            problem = problem or source
-        if problem is not None:
-            state.phase, state.message = FAILED, problem
-            state.completion_time = _stamp(now)
+        problem = master_problem(spec.master)
+        if problem is not None:  # only a new spec can mend it: this run fails
+            state.due, state.runs = False, state.runs + 1
+            state.start_time = state.completion_time = _stamp(now)
+            state.phase, state.message, state.counts = FAILED, problem, {}
             log.error("%s: %s", manifest.describe(), problem)
             return
+        # What may mend itself (a group or cluster declared later, Java installed) keeps the
+        # run due: it starts on the first pass that finds everything, as the operator retries.
+        source = self.resolve(manifest)
+        waiting = java_problem() or (source if isinstance(source, str) else None)
+        if waiting is not None:
+            message = f"cannot start yet: {waiting}"
+            if (state.phase, state.message) != (PENDING, message):
+                log.warning("%s: %s", manifest.describe(), message)
+            state.phase, state.message = PENDING, message
+            return
+        state.due, state.runs = False, state.runs + 1
+        state.start_time, state.completion_time, state.counts = _stamp(now), None, {}
         assert isinstance(source, Source)
         result = self._result_file(state)
         result.parent.mkdir(parents=True, exist_ok=True)

@@ -50,17 +50,37 @@ def _age(then: float | None) -> str:
     return f"{seconds} s ago" if seconds < 120 else f"{seconds // 60} min ago"
 
 
+def _namespaced(state: dict[str, Any]) -> bool:
+    """Whether anything lives outside ``default``: then every table gets a NAMESPACE column
+    (as ``kubectl get -A`` has), since the same name may be in two namespaces."""
+    items = [*(state.get("clusters") or []), *(state.get("objects") or []),
+             *(state.get("jobs") or [])]  # fmt: skip
+    return any(item.get("namespace", "default") != "default" for item in items)
+
+
+def _table(
+    title: str, columns: tuple[str, ...], namespaced: bool, right: tuple[str, ...] = ()
+) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("NAMESPACE", *columns) if namespaced else columns:
+        table.add_column(column, justify="right" if column in right else "left")
+    return table
+
+
 def render(state: dict[str, Any], out: TextIO) -> None:
     console = Console(file=out, width=120, highlight=False, soft_wrap=False)
+    namespaced = _namespaced(state)
+
+    def cells(item: dict[str, Any], *values: str) -> list[str]:
+        return [str(item.get("namespace", "default")), *values] if namespaced else list(values)
+
     running = bool(state.get("running")) and alive(int(state.get("pid") or 0))
     header = "running" if running else "not running (last state shown)"
     console.print(
         f"reconsume up {header}, pid {state.get('pid')}, data {state.get('dataDir')}, "
         f"synced {_age(state.get('syncedAt'))}"
     )
-    clusters = Table(title="Clusters", title_justify="left")
-    for column in ("CLUSTER", "NAME SERVER", "BROKERS", "PROBLEM"):
-        clusters.add_column(column)
+    clusters = _table("Clusters", ("CLUSTER", "NAME SERVER", "BROKERS", "PROBLEM"), namespaced)
     for cluster in state.get("clusters") or []:
         brokers = (
             "external"
@@ -70,42 +90,39 @@ def render(state: dict[str, Any], out: TextIO) -> None:
                 for b in cluster.get("brokers") or []
             )
         )
-        clusters.add_row(cluster["name"], str(cluster.get("nameServer")), brokers,
-                         cluster.get("problem") or "")  # fmt: skip
+        clusters.add_row(*cells(cluster, cluster["name"], str(cluster.get("nameServer")),
+                                brokers, cluster.get("problem") or ""))  # fmt: skip
     console.print(clusters)
-    groups = Table(title="Consumer groups", title_justify="left")
-    for column in ("NAME", "GROUP", "CLUSTER", "READY", "RETRY", "DLQ", "MESSAGE"):
-        groups.add_column(column, justify="right" if column in ("RETRY", "DLQ") else "left")
-    topics = Table(title="Topics", title_justify="left")
-    for column in ("NAME", "TOPIC", "CLUSTER", "READY", "DEPTH", "MESSAGE"):
-        topics.add_column(column, justify="right" if column == "DEPTH" else "left")
+    groups = _table("Consumer groups", ("NAME", "GROUP", "CLUSTER", "READY", "RETRY", "DLQ",
+                    "MESSAGE"), namespaced, right=("RETRY", "DLQ"))  # fmt: skip
+    topics = _table("Topics", ("NAME", "TOPIC", "CLUSTER", "READY", "DEPTH", "MESSAGE"),
+                    namespaced, right=("DEPTH",))  # fmt: skip
     for item in state.get("objects") or []:
         status = item.get("status") or {}
         ready = "Deleting" if item.get("deleting") else ("True" if item.get("ready") else "False")
         message = "" if item.get("ready") else f"{item.get('reason')}: {item.get('message')}"
         if item["kind"] == "ConsumerGroup":
-            groups.add_row(
-                item["name"], str(status.get("groupName", "")), str(item.get("cluster") or ""),
-                ready, str(status.get("retryDepth", "")), str(status.get("deadLetterDepth", "")),
-                message,
-            )  # fmt: skip
+            groups.add_row(*cells(
+                item, item["name"], str(status.get("groupName", "")),
+                str(item.get("cluster") or ""), ready, str(status.get("retryDepth", "")),
+                str(status.get("deadLetterDepth", "")), message,
+            ))  # fmt: skip
         else:
-            topics.add_row(
-                item["name"], str(status.get("topicName", "")), str(item.get("cluster") or ""),
-                ready, str(status.get("depth", "")), message,
-            )  # fmt: skip
+            topics.add_row(*cells(
+                item, item["name"], str(status.get("topicName", "")),
+                str(item.get("cluster") or ""), ready, str(status.get("depth", "")), message,
+            ))  # fmt: skip
     console.print(groups)
     console.print(topics)
-    jobs = Table(title="Dead-letter jobs", title_justify="left")
-    for column in ("NAME", "PHASE", "RUNS", "LAST RUN", "NEXT RUN", "COUNTS", "MESSAGE"):
-        jobs.add_column(column)
+    jobs = _table("Dead-letter jobs", ("NAME", "PHASE", "RUNS", "LAST RUN", "NEXT RUN", "COUNTS",
+                  "MESSAGE"), namespaced)  # fmt: skip
     for job in state.get("jobs") or []:
         counts = ", ".join(f"{k} {v}" for k, v in (job.get("counts") or {}).items() if v)
-        jobs.add_row(
-            job["name"], job.get("phase", ""), str(job.get("runs", 0)),
+        jobs.add_row(*cells(
+            job, job["name"], job.get("phase", ""), str(job.get("runs", 0)),
             job.get("startTime") or "", job.get("nextRun") or "", counts,
             (job.get("message") or "").splitlines()[0] if job.get("message") else "",
-        )  # fmt: skip
+        ))  # fmt: skip
     console.print(jobs)
     for problem in state.get("problems") or []:
         console.print(f"problem: {problem}")

@@ -41,30 +41,73 @@ def unresolved(manifest: Manifest) -> str:
     return "spec.consumerGroup: ConsumerGroup orders-consumer is not declared in the manifests"
 
 
+def resolved(manifest: Manifest) -> JobSource:
+    return JobSource("127.0.0.1:9876", "GID_orders")
+
+
+K8S = {"master": "k8s://https://kubernetes.default.svc"}
+"""A master embedded mode cannot run: every run of a job with it fails at once, without Spark."""
+
+
 def sync(runner: JobRunner, *manifests: Manifest, now: datetime = NOW) -> None:
     asyncio.run(runner.sync({m.key: m for m in manifests}, now))
 
 
+@pytest.fixture
+def quick_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs are real processes that exit at once (``reconsume dlq --help``), Java or not."""
+    monkeypatch.setattr(jobs, "java_problem", lambda: None)
+    monkeypatch.setattr(jobs, "command_arguments", lambda spec, source: ["--help"])
+
+
 def test_a_one_off_job_runs_once_per_spec(tmp_path: Path) -> None:
-    runner = JobRunner(tmp_path, unresolved)
-    manifest = job()
+    runner = JobRunner(tmp_path, resolved)
+    manifest = job(spark=K8S)
     sync(runner, manifest)
     state = runner.states[manifest.key]
     assert (state.phase, state.runs) == (FAILED, 1)
-    assert state.message.startswith("spec.consumerGroup: ConsumerGroup orders-consumer")
+    assert state.message.startswith("spec.spark.master: k8s://")
     sync(runner, manifest)
     assert runner.states[manifest.key].runs == 1  # the same spec is not run again
-    sync(runner, job(ratePerSecond=5))
+    sync(runner, job(spark=K8S, ratePerSecond=5))
     assert runner.states[manifest.key].runs == 2  # a changed spec is a new run
     # A restart reads what ran.
-    again = JobRunner(tmp_path, unresolved)
-    sync(again, job(ratePerSecond=5))
+    again = JobRunner(tmp_path, resolved)
+    sync(again, job(spark=K8S, ratePerSecond=5))
     assert again.states[manifest.key].runs == 2
 
 
-def test_a_scheduled_job_waits_for_its_time(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("quick_runs")
+def test_a_job_whose_group_is_unknown_waits_for_it_across_restarts(tmp_path: Path) -> None:
+    manifest = job()
     runner = JobRunner(tmp_path, unresolved)
-    manifest = job("archive", action="Drain", sink={"path": "/tmp/x"}, schedule="*/30 * * * *")
+    sync(runner, manifest)
+    sync(runner, manifest)
+    state = runner.states[manifest.key]
+    assert (state.phase, state.runs) == (PENDING, 0)
+    assert state.message == f"cannot start yet: {unresolved(manifest)}"
+    # Still due after a restart; starts once the group resolves.
+    again = JobRunner(tmp_path, resolved)
+
+    async def scenario() -> JobState:
+        await again.sync({manifest.key: manifest}, NOW)
+        started = again.states[manifest.key]
+        assert started.child is not None
+        await started.child.wait()
+        await again.sync({manifest.key: manifest}, NOW)
+        return started
+
+    state = asyncio.run(scenario())
+    assert (state.phase, state.runs) == (FAILED, 1)  # `dlq --help` writes no result
+    sync(again, manifest)
+    assert again.states[manifest.key].runs == 1
+
+
+def test_a_scheduled_job_waits_for_its_time(tmp_path: Path) -> None:
+    runner = JobRunner(tmp_path, resolved)
+    manifest = job(
+        "archive", action="Drain", sink={"path": "/tmp/x"}, schedule="*/30 * * * *", spark=K8S
+    )
     sync(runner, manifest)
     state = runner.states[manifest.key]
     assert (state.phase, state.runs, state.next_run) == (PENDING, 0, "2026-11-21T10:30:00Z")
@@ -86,11 +129,8 @@ def test_masters_that_cannot_run_here_are_refused(tmp_path: Path) -> None:
     assert problem is not None
     assert problem.startswith("spec.spark.master: k8s://")
 
-    def resolved(manifest: Manifest) -> JobSource:
-        return JobSource("127.0.0.1:9876", "GID_orders")
-
     runner = JobRunner(tmp_path, resolved)
-    manifest = job(spark={"master": "k8s://https://kubernetes.default.svc"})
+    manifest = job(spark=K8S)
     sync(runner, manifest)
     state = runner.states[manifest.key]
     assert state.phase == FAILED
@@ -132,17 +172,10 @@ def test_a_spark_master_gets_the_executors_the_operator_would_ask_for() -> None:
     ]  # fmt: skip
 
 
-def test_overlapping_passes_do_not_take_a_starting_run_for_an_exited_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("quick_runs")
+def test_overlapping_passes_do_not_take_a_starting_run_for_an_exited_one(tmp_path: Path) -> None:
     """Two passes at once (``reconsume up``'s loop and a caller's own sync): the second must not
-    look at a run the first is still spawning. The run is a real process that exits at once."""
-    monkeypatch.setattr(jobs, "java_problem", lambda: None)
-    monkeypatch.setattr(jobs, "command_arguments", lambda spec, source: ["--help"])
-
-    def resolved(manifest: Manifest) -> JobSource:
-        return JobSource("127.0.0.1:9876", "GID_orders")
-
+    look at a run the first is still spawning."""
     runner = JobRunner(tmp_path, resolved)
     manifest = job()
     wanted = {manifest.key: manifest}

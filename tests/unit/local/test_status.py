@@ -37,6 +37,19 @@ def test_the_state_is_shown(tmp_path: Path) -> None:
     assert "problem: p: x" in text
 
 
+def test_a_namespace_column_appears_once_anything_is_outside_default(tmp_path: Path) -> None:
+    shop = {**STATE["objects"][0], "namespace": "shop", "status": {"groupName": "GID_shop"}}
+    state = {**STATE, "objects": [*STATE["objects"], shop]}
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    out = io.StringIO()
+    assert status.main(tmp_path, out) == 0
+    rows = [[c.strip() for c in line.strip("│ ").split("│")]
+            for line in out.getvalue().splitlines() if "GID_" in line]  # fmt: skip
+    assert [row[:3] for row in rows] == [
+        ["default", "payments", "GID_payments"], ["shop", "payments", "GID_shop"],
+    ]  # fmt: skip
+
+
 def test_no_state_and_a_foreign_file_are_clear_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
