@@ -11,9 +11,9 @@ by the handler (``kopf.adopt``), not here.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from reconsume.topology.clusters import ClusterSpec
 
 NAMESRV_PORT = 9876
 BROKER_PORT = 10911
@@ -21,67 +21,14 @@ BROKER_HTTP_PORT = 8080
 CONFIG_DIR = "/etc/reconsume"
 CONFIG_FILE = "broker.toml"
 STORE_DIR = "/var/lib/reconsume/store"
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterSpec:
-    """A BrokerCluster's spec with the CRD's defaults applied."""
-
-    name: str
-    namespace: str
-    brokers: int = 2
-    name_servers: int = 1
-    image: str = ""
-    storage_size: str = "10Gi"
-    storage_class: str | None = None
-    delay_levels: str = DEFAULT_DELAY_LEVELS
-    flush: str = "Async"
-    retention_hours: int = 72
-    resources: Mapping[str, Any] | None = None
-    external_name_server: str | None = None
-    external_cluster_name: str | None = None
-
-    @property
-    def external(self) -> bool:
-        return self.external_name_server is not None
-
-    @property
-    def rocketmq_cluster(self) -> str | None:
-        """The RocketMQ cluster name whose brokers belong to this resource (None: every one
-        the name servers know)."""
-        return self.external_cluster_name if self.external else self.name
-
-    @property
-    def name_server(self) -> str:
-        """The address clients and the operator use: the external one, or the name-server
-        Service's DNS name."""
-        if self.external_name_server is not None:
-            return self.external_name_server
-        return f"{namesrv_name(self.name)}.{self.namespace}.svc:{NAMESRV_PORT}"
-
-
-def cluster_spec(body: Mapping[str, Any], default_image: str) -> ClusterSpec:
-    """A BrokerCluster object as a :class:`ClusterSpec`."""
-    metadata = body.get("metadata") or {}
-    spec = body.get("spec") or {}
-    storage = spec.get("storage") or {}
-    external = spec.get("external")
-    return ClusterSpec(
-        name=str(metadata["name"]),
-        namespace=str(metadata.get("namespace") or "default"),
-        brokers=int(spec.get("brokers", 2)),
-        name_servers=int(spec.get("nameServers", 1)),
-        image=str(spec.get("image") or default_image),
-        storage_size=str(storage.get("size") or "10Gi"),
-        storage_class=storage.get("storageClassName"),
-        delay_levels=str(spec.get("delayLevels") or DEFAULT_DELAY_LEVELS),
-        flush=str(spec.get("flush") or "Async"),
-        retention_hours=int(spec.get("retentionHours", 72)),
-        resources=spec.get("resources"),
-        external_name_server=None if external is None else str(external["nameServer"]),
-        external_cluster_name=None if external is None else external.get("clusterName"),
-    )
+def name_server(spec: ClusterSpec) -> str:
+    """The address clients and the operator use: the external one, or the name-server
+    Service's DNS name."""
+    if spec.external_name_server is not None:
+        return spec.external_name_server
+    return f"{namesrv_name(spec.name)}.{spec.namespace}.svc:{NAMESRV_PORT}"
 
 
 def namesrv_name(cluster: str) -> str:
@@ -248,7 +195,7 @@ def broker_statefulset(spec: ClusterSpec, replicas: int | None = None) -> dict[s
             "--advertise",
             f"$(POD_IP):{BROKER_PORT}",
             "--namesrv",
-            spec.name_server,
+            name_server(spec),
             "--store-dir",
             STORE_DIR,
             "--broker-name",

@@ -18,8 +18,9 @@ from typing import Any
 import kopf
 
 from reconsume.errors import ReconsumeError
+from reconsume.topology.clusters import ClusterSpec, cluster_spec
 from reconsume.topology.resources import Target
-from reconsume_operator.children import ClusterSpec, broker_name, children, cluster_spec
+from reconsume_operator.children import broker_name, children
 from reconsume_operator.clusters import observe_cluster, operator_address
 from reconsume_operator.conditions import READY, Condition
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now

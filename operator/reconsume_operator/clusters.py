@@ -15,8 +15,9 @@ from typing import Any
 
 from reconsume.client.admin import BrokerInfo
 from reconsume.errors import ReconsumeError
+from reconsume.topology.clusters import ClusterSpec
 from reconsume.topology.resources import AdminFactory
-from reconsume_operator.children import ClusterSpec
+from reconsume_operator.children import name_server
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,7 @@ def operator_address(spec: ClusterSpec, template: str | None = None) -> str:
     else ``template`` with ``{cluster}`` and ``{namespace}`` replaced (the operator setting
     ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE``), else the name-server Service."""
     if spec.external or template is None:
-        return spec.name_server
+        return name_server(spec)
     return template.format(cluster=spec.name, namespace=spec.namespace)
 
 
@@ -44,11 +45,11 @@ def cluster_status(
     address: str | None = None,
 ) -> ClusterStatus:
     """The status of ``spec`` given the brokers its name servers list (None with ``error``
-    when they did not answer at ``address``, by default ``spec.name_server``)."""
-    fields: dict[str, Any] = {"nameServer": spec.name_server}
+    when they did not answer at ``address``, by default ``name_server(spec)``)."""
+    fields: dict[str, Any] = {"nameServer": name_server(spec)}
     if brokers is None:
         phase = "Failed" if spec.external else "Pending"
-        message = f"name server {address or spec.name_server} did not answer: {error}"
+        message = f"name server {address or name_server(spec)} did not answer: {error}"
         return ClusterStatus(phase, False, "NameServerUnreachable", message, fields)
     fields["brokers"] = [
         {
@@ -65,15 +66,15 @@ def cluster_status(
     if not spec.external and registered < spec.brokers:
         message = f"{registered} of {spec.brokers} brokers registered"
         return ClusterStatus("Degraded", False, "BrokersMissing", message, fields)
-    message = f"{registered} broker(s) registered with {spec.name_server}"
+    message = f"{registered} broker(s) registered with {name_server(spec)}"
     return ClusterStatus("Running", True, "Running", message, fields)
 
 
 async def observe_cluster(
     spec: ClusterSpec, admin_factory: AdminFactory, address: str | None = None
 ) -> ClusterStatus:
-    """Ask the name servers at ``address`` (default ``spec.name_server``) for the brokers."""
-    address = address or spec.name_server
+    """Ask the name servers at ``address`` (default ``name_server(spec)``) for the brokers."""
+    address = address or name_server(spec)
     try:
         async with admin_factory(address) as admin:
             brokers = await admin.brokers(spec.rocketmq_cluster)

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconsume.topology import Kind
+from reconsume.topology.clusters import cluster_spec
 from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_spec
 from reconsume.topology.resources import object_name
-from reconsume_operator.children import cluster_spec
+from reconsume_operator.children import name_server
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.context import GROUP, VERSION, utc_now
 from reconsume_operator.dead_letter_jobs import (
@@ -270,7 +271,7 @@ class DeadLetterJobs:
                 f"exist in namespace {ns}"
             )
             return RunState(PENDING, False, "ClusterNotFound", message)
-        address = cluster_spec(found, self.config.image).name_server
+        address = name_server(cluster_spec(found, self.config.image))
         return Source(address, object_name(Kind.GROUP, group))
 
     async def _blocker(

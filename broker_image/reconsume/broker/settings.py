@@ -9,9 +9,9 @@ from dataclasses import dataclass, field, replace
 from reconsume.engine.delays import parse_delay_levels
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.address import HostAddress
+from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 from reconsume.store.settings import FlushMode, StoreSettings
 
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 

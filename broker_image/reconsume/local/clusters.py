@@ -15,72 +15,34 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reconsume.client.admin import AdminClient
 from reconsume.errors import ReconsumeError
 from reconsume.local.processes import Child
+from reconsume.topology.clusters import ClusterSpec
 
 log = logging.getLogger(__name__)
 
 REGISTER_TIMEOUT_S = 30.0
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterSpec:
-    """What embedded mode takes from a BrokerCluster (with the CRD's defaults)."""
-
-    name: str
-    brokers: int = 2
-    delay_levels: str = DEFAULT_DELAY_LEVELS
-    flush: str = "Async"
-    retention_hours: int = 72
-    external_name_server: str | None = None
-    external_cluster_name: str | None = None
-
-    @property
-    def external(self) -> bool:
-        return self.external_name_server is not None
-
-    @property
-    def rocketmq_cluster(self) -> str | None:
-        """The RocketMQ cluster of its brokers (None: every broker its name server knows)."""
-        return self.external_cluster_name if self.external else self.name
-
-    def settings_toml(self) -> str:
-        """The brokers' settings file (the command line adds each broker's name and ports)."""
-        return "\n".join(
-            [
-                f"cluster_name = {json.dumps(self.name)}",
-                f"flush_mode = {json.dumps(self.flush)}",
-                f"delay_levels = {json.dumps(self.delay_levels.strip())}",
-                'http_listen = "127.0.0.1:0"',
-                # Locally a broker re-registers often, so a restarted name server knows it soon.
-                "register_interval_s = 5.0",
-                "",
-                "[store]",
-                f"retention_hours = {self.retention_hours}",
-                "",
-            ]
-        )
-
-
-def cluster_spec(body: Mapping[str, Any]) -> ClusterSpec:
-    """A (defaulted, validated) BrokerCluster object as a :class:`ClusterSpec`."""
-    spec = body.get("spec") or {}
-    external = spec.get("external")
-    return ClusterSpec(
-        name=str(body["metadata"]["name"]),
-        brokers=int(spec.get("brokers", 2)),
-        delay_levels=str(spec.get("delayLevels") or DEFAULT_DELAY_LEVELS),
-        flush=str(spec.get("flush") or "Async"),
-        retention_hours=int(spec.get("retentionHours", 72)),
-        external_name_server=None if external is None else str(external["nameServer"]),
-        external_cluster_name=None if external is None else external.get("clusterName"),
+def settings_toml(spec: ClusterSpec) -> str:
+    """The brokers' settings file (the command line adds each broker's name and ports): the
+    spec's delay levels, flush mode and retention, as the operator's ConfigMap has them."""
+    return "\n".join(
+        [
+            f"cluster_name = {json.dumps(spec.name)}",
+            f"flush_mode = {json.dumps(spec.flush)}",
+            f"delay_levels = {json.dumps(spec.delay_levels.strip())}",
+            'http_listen = "127.0.0.1:0"',
+            # Locally a broker re-registers often, so a restarted name server knows it soon.
+            "register_interval_s = 5.0",
+            "",
+            "[store]",
+            f"retention_hours = {spec.retention_hours}",
+            "",
+        ]
     )
 
 
@@ -146,7 +108,7 @@ class LocalCluster:
         directory = self.root / name
         directory.mkdir(parents=True, exist_ok=True)
         settings = directory / "broker.toml"
-        settings.write_text(self.spec.settings_toml())
+        settings.write_text(settings_toml(self.spec))
         return Child(
             name,
             [

@@ -30,10 +30,11 @@ from typing import Any
 
 from reconsume.client.admin import AdminClient
 from reconsume.local import manifests as mf
-from reconsume.local.clusters import ClusterSpec, LocalCluster, cluster_spec
+from reconsume.local.clusters import LocalCluster
 from reconsume.local.jobs import JobRunner
 from reconsume.local.manifests import Key, Manifest
 from reconsume.topology import Kind
+from reconsume.topology.clusters import ClusterSpec, cluster_spec
 from reconsume.topology.jobs import Source
 from reconsume.topology.resources import Result, Target, object_name, reconcile, remove
 

@@ -19,6 +19,8 @@ DURATION_PATTERN = r"^[1-9][0-9]{0,8}(ms|s|m|h|d)$"
 """One positive duration: what the CRDs' ``pattern`` for a duration field says."""
 DELAY_LEVELS_PATTERN = r"^ *[1-9][0-9]{0,8}(ms|s|m|h|d)( +[1-9][0-9]{0,8}(ms|s|m|h|d))* *$"
 """Space-separated durations: what the CRDs' ``pattern`` for ``delayLevels`` says."""
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+"""Apache RocketMQ's ``messageDelayLevel``: a broker's, and a BrokerCluster's, default."""
 _DURATION = re.compile(DURATION_PATTERN)
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from reconsume.broker.config_file import broker_settings, load_config_file
-from reconsume.broker.settings import DEFAULT_DELAY_LEVELS
 from reconsume.errors import InvalidArgumentError
+from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 from reconsume.store.settings import FlushMode, StoreSettings
 
 EXAMPLE = """

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconsume.broker.settings import DEFAULT_DELAY_LEVELS
 from reconsume.engine.delays import UNIT_MS, parse_delay_levels
 from reconsume.errors import InvalidArgumentError
+from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 
 
 def test_rocketmq_default_levels_parse_to_milliseconds() -> None:

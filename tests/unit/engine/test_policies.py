@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconsume.broker.settings import DEFAULT_DELAY_LEVELS
 from reconsume.engine.delays import DelayLevels
 from reconsume.engine.policies import CustomizedPolicy, ExponentialPolicy, retry_policy
 from reconsume.engine.retry import DeadLetterReason, DelayLevelPolicy, RetryDecision
 from reconsume.errors import InvalidArgumentError
+from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 
 LEVELS = DelayLevels.parse(DEFAULT_DELAY_LEVELS)
 DAY_MS = 86_400_000

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconsume.broker.settings import DEFAULT_DELAY_LEVELS
 from reconsume.engine.delays import DelayLevels, level_of_queue, schedule_queue_id
 from reconsume.engine.retry import (
     DeadLetterReason,
@@ -17,6 +16,7 @@ from reconsume.engine.retry import (
     next_delay_level,
 )
 from reconsume.errors import InvalidArgumentError
+from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 
 LEVELS = DelayLevels.parse(DEFAULT_DELAY_LEVELS)
 POLICY = DelayLevelPolicy(LEVELS)

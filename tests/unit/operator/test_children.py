@@ -12,13 +12,14 @@ import pytest
 
 from reconsume.broker.config_file import broker_settings
 from reconsume.store.settings import FlushMode
+from reconsume.topology.clusters import cluster_spec
 from reconsume_operator.children import (
     BROKER_HTTP_PORT,
     CONFIG_DIR,
     CONFIG_FILE,
     broker_names,
     children,
-    cluster_spec,
+    name_server,
 )
 
 from ..crds.schema import defaulted, load_crds, root_schema
@@ -57,13 +58,13 @@ def test_an_operator_run_cluster_gets_every_child_in_its_namespace() -> None:
 def test_an_external_cluster_gets_no_children_and_uses_its_address() -> None:
     spec = cluster_spec(resource(external={"nameServer": "ns1:9876;ns2:9876"}), "img:1")
     assert children(spec) == []
-    assert spec.name_server == "ns1:9876;ns2:9876"
+    assert name_server(spec) == "ns1:9876;ns2:9876"
     assert spec.rocketmq_cluster is None
 
 
 def test_the_name_server_address_is_the_service_dns_name() -> None:
     spec = cluster_spec(resource(), "img:1")
-    assert spec.name_server == "orders-namesrv.shop.svc:9876"
+    assert name_server(spec) == "orders-namesrv.shop.svc:9876"
     assert spec.rocketmq_cluster == "orders"
 
 

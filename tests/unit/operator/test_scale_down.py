@@ -11,7 +11,8 @@ import pytest
 from reconsume.client.admin import BrokerInfo
 from reconsume.errors import RemotingConnectError
 from reconsume.message.configs import TopicConfig
-from reconsume_operator.children import children, cluster_spec
+from reconsume.topology.clusters import cluster_spec
+from reconsume_operator.children import children
 from reconsume_operator.clusters import operator_address
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.scale_down import (

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from reconsume.client.admin import BrokerInfo
+from reconsume.topology.clusters import cluster_spec
 from reconsume_operator import status as statuses
-from reconsume_operator.children import cluster_spec
 from reconsume_operator.clusters import cluster_status
 from reconsume_operator.conditions import READY, Condition, merge_conditions, ready_of
 from reconsume_operator.config import OperatorConfig, backoff_delay_s

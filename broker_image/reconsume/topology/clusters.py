@@ -1,0 +1,69 @@
+"""A BrokerCluster resource as the operator and embedded mode read it.
+
+Both run the same spec: the operator as Kubernetes objects, embedded mode as local processes.
+What each takes from it differs (embedded mode has no images, storage or resources), the
+defaults and the meaning of ``external`` do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconsume.message.durations import DEFAULT_DELAY_LEVELS
+
+__all__ = ["DEFAULT_DELAY_LEVELS", "ClusterSpec", "cluster_spec"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """A BrokerCluster's spec with the CRD's defaults applied."""
+
+    name: str
+    namespace: str = "default"
+    brokers: int = 2
+    name_servers: int = 1
+    image: str = ""
+    storage_size: str = "10Gi"
+    storage_class: str | None = None
+    delay_levels: str = DEFAULT_DELAY_LEVELS
+    flush: str = "Async"
+    retention_hours: int = 72
+    resources: Mapping[str, Any] | None = None
+    external_name_server: str | None = None
+    external_cluster_name: str | None = None
+
+    @property
+    def external(self) -> bool:
+        """Whether it names brokers running elsewhere (nothing is run for it)."""
+        return self.external_name_server is not None
+
+    @property
+    def rocketmq_cluster(self) -> str | None:
+        """The RocketMQ cluster name whose brokers belong to this resource (None: every one
+        the name servers know)."""
+        return self.external_cluster_name if self.external else self.name
+
+
+def cluster_spec(body: Mapping[str, Any], default_image: str = "") -> ClusterSpec:
+    """A BrokerCluster object as a :class:`ClusterSpec`; ``default_image`` when it names none."""
+    metadata = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    storage = spec.get("storage") or {}
+    external = spec.get("external")
+    return ClusterSpec(
+        name=str(metadata["name"]),
+        namespace=str(metadata.get("namespace") or "default"),
+        brokers=int(spec.get("brokers", 2)),
+        name_servers=int(spec.get("nameServers", 1)),
+        image=str(spec.get("image") or default_image),
+        storage_size=str(storage.get("size") or "10Gi"),
+        storage_class=storage.get("storageClassName"),
+        delay_levels=str(spec.get("delayLevels") or DEFAULT_DELAY_LEVELS),
+        flush=str(spec.get("flush") or "Async"),
+        retention_hours=int(spec.get("retentionHours", 72)),
+        resources=spec.get("resources"),
+        external_name_server=None if external is None else str(external["nameServer"]),
+        external_cluster_name=None if external is None else external.get("clusterName"),
+    )
