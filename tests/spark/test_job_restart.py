@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,13 @@ import pytest
 from pyspark.sql import functions as F
 
 from reconsume.client.admin import AdminClient
+from reconsume.client.producer import Producer
+from reconsume.message.model import Message
 from reconsume.message.names import dead_letter_topic
 from reconsume.spark import ledger
+from reconsume.spark.jobs import main
 from reconsume.spark.jobs.main import Run
+from reconsume.spark.offsets import QueueKey
 
 from ..integration.cluster import Cluster
 from ..integration.wire_client import eventually
@@ -136,6 +141,8 @@ def test_a_drain_that_died_after_its_archive_committed_is_finished_not_repeated(
     assert spark.read.parquet(archive).count() == count  # the archive was committed
     assert dead_letter_backlog(spark_cluster, group) == count  # the offsets were not
 
+    # Nothing of the failed attempt is in flight here: the re-run need not wait long for it.
+    monkeypatch.setattr(main, "SETTLE_S", 0.5)
     code, result = run_job(spark, spark_cluster, capsys, *args)
 
     assert code == 0, result
@@ -143,3 +150,41 @@ def test_a_drain_that_died_after_its_archive_committed_is_finished_not_repeated(
     assert result["counts"]["archived"] == 0
     assert spark.read.parquet(archive).count() == count  # not written twice
     assert dead_letter_backlog(spark_cluster, group) == 0
+
+
+def test_a_run_refuses_to_start_while_another_attempt_of_its_job_keeps_writing(
+    spark: Any, spark_cluster: Cluster, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic, group, count = "jobs-concurrent", "jobs-concurrent-consumer", 10
+    asyncio.run(fail_into_the_dlq(spark_cluster, topic, group, orders(topic, count)))
+    args = ("purge", "--group", group)
+
+    async def died(self: Run, scope: Any) -> None:
+        raise RuntimeError("died before its offsets moved")
+
+    with monkeypatch.context() as patched:  # an attempt that leaves its ledger entries
+        patched.setattr(Run, "_handled", died)
+        code, failed = run_job(spark, spark_cluster, capsys, *args)
+    assert (code, failed["phase"]) == (1, "Failed")
+    monkeypatch.setattr(main, "SETTLE_S", 0.5)
+    writing, stop = threading.Event(), threading.Event()
+
+    async def other_attempt() -> None:  # the same job, still writing
+        entry = ledger.Entry(f"purge-{group}", ledger.STARTED, QueueKey("broker-a", 0), 0, 0)
+        async with Producer(spark_cluster.name_servers, "other-attempt") as producer:
+            while not stop.is_set():
+                await producer.send(Message(ledger.LEDGER_TOPIC, entry.to_json()))
+                writing.set()
+                await asyncio.sleep(0.1)
+
+    thread = threading.Thread(target=asyncio.run, args=(other_attempt(),))
+    thread.start()
+    try:
+        assert writing.wait(30)
+        code, result = run_job(spark, spark_cluster, capsys, *args)
+    finally:
+        stop.set()
+        thread.join()
+    assert (code, result["phase"], result["reason"]) == (1, "Failed", "ConcurrentRun")
+    assert "two runs of one job must not overlap" in result["message"]
+    assert dead_letter_backlog(spark_cluster, group) == count  # nothing purged

@@ -280,3 +280,17 @@ def test_message_keys_differ_in_each_part() -> None:
 def test_the_ledger_topic_and_kinds() -> None:
     assert ledger.LEDGER_TOPIC == "RECONSUME_DLQ_LEDGER"
     assert set(KINDS) == {"started", "sending", "sent", "archiving", "archived"}
+
+
+def test_the_last_write_of_a_job_is_its_newest_stored_entry_and_not_part_of_the_body() -> None:
+    body = sending(0, 5).to_json()
+    entries = [
+        Entry.from_json(body, 1_000),
+        Entry.from_json(sent(5).to_json(), 3_000),
+        Entry.from_json(Entry("other", ledger.SENT, A0, 9, 9).to_json(), 9_000),
+        Entry.from_json(body),
+    ]
+    assert ledger.last_written_ms(entries, JOB) == 3_000
+    assert ledger.last_written_ms(entries, "nobody") is None
+    assert entries[0] == Entry.from_json(body)  # the store time does not tell entries apart
+    assert b"1000" not in entries[0].to_json()

@@ -82,6 +82,8 @@ class Entry:
     targets: tuple[TargetMark, ...] = ()
     data: Mapping[str, Any] = field(default_factory=dict)
     """Free-form facts of an ``archived`` entry (scope, row count, path)."""
+    stored_ms: int | None = field(default=None, compare=False)
+    """When the broker stored it (entries read back); not part of the body."""
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -100,7 +102,7 @@ class Entry:
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, body: bytes) -> Entry:
+    def from_json(cls, body: bytes, stored_ms: int | None = None) -> Entry:
         data = json.loads(body)
         return cls(
             str(data["job"]),
@@ -110,6 +112,7 @@ class Entry:
             int(data["end"]),
             tuple(TargetMark.from_dict(t) for t in data.get("targets", ())),
             dict(data.get("data", {})),
+            stored_ms,
         )
 
 
@@ -179,6 +182,12 @@ def last_archive_entry(entries: Iterable[Entry], job: str) -> Entry | None:
     return found
 
 
+def last_written_ms(entries: Iterable[Entry], job: str) -> int | None:
+    """When the broker stored the newest entry of ``job`` (None: it has none)."""
+    times = [e.stored_ms for e in entries if e.job == job and e.stored_ms is not None]
+    return max(times, default=None)
+
+
 def message_key(job: str, queue: QueueKey, offset: int) -> str:
     """The UNIQ_KEY a job gives the message it sends for the dead letter at ``offset`` of
     ``queue``: new (never the dead letter's own), and the same on every attempt. 32 upper-case
@@ -206,7 +215,11 @@ async def read_entries(
     entries: list[Entry] = []
     while offset < end:
         result = await pull_once(api, address, queue, offset, group=group, max_nums=batch)
-        entries.extend(Entry.from_json(m.body) for m in result.messages if m.queue_offset < end)
+        entries.extend(
+            Entry.from_json(m.body, m.store_timestamp_ms)
+            for m in result.messages
+            if m.queue_offset < end
+        )
         if result.next_begin_offset <= offset:
             break
         offset = result.next_begin_offset

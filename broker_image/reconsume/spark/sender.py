@@ -231,9 +231,11 @@ class TaskSender:
             marks.update(resume.pending.targets)  # what an earlier attempt may have sent
         entry = ledger.Entry(self._job, ledger.SENDING, window.queue, start, end,
                              tuple(sorted(marks)))  # fmt: skip
+        # Paced before the entry, so the sends follow it at once: a re-run waits for a quiet
+        # ledger (jobs/main.py) and a pause between an entry and its sends would hide them.
+        await self._pace(len(window.rows))
         await self._write(window.queue, entry)
         for topic, messages in by_topic.items():
-            await self._pace(len(messages))
             await self._send_group(messages, chosen[topic])
             self.counts.sent[topic] += len(messages)
         if final:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,9 +51,18 @@ from reconsume.spark.jobs.scope import (
 )
 from reconsume.spark.source import ReconsumeDataSource
 
+SETTLE_S = 15.0
+"""Quiet time after a failed attempt's last ledger entry before a re-run looks at what it sent:
+a send's worst case (3 s timeout, 3 tries) with room to spare."""
+MAX_SETTLE_ROUNDS = 4
+
 
 class SinkNotWritableError(ReconsumeError):
     """The archive's directory cannot be written."""
+
+
+class ConcurrentRunError(ReconsumeError):
+    """Another attempt of the same job is writing to the ledger."""
 
 
 def session(params: JobParams) -> SparkSession:
@@ -92,10 +102,50 @@ class Run:
         return AdminClient(self.params.name_servers, timeout_s=self.params.timeout_s)
 
     async def _plan(self) -> tuple[Scope, list[ledger.Entry]]:
+        """The scope and the ledger entries of unfinished attempts, once those attempts are
+        quiet: a failed attempt's sends can land after it died (a request in flight, a Python
+        worker that outlives its driver for a moment), and a re-run that looked for them
+        before they landed would send them again. So when an attempt of this job wrote to the
+        ledger within ``settle_s``, the run waits ``settle_s`` and reads again, until a wait
+        brings nothing new; an attempt that keeps writing is another run of the job, refused."""
+        job = self.params.job
+        seen: tuple[int, int | None] | None = None
         async with self.admin() as admin:
-            scope = await plan(admin, self.params.group, max_messages=self.params.max_messages,
-                               prepare_ledger=not self.params.dry_run)  # fmt: skip
-            return scope, await ledger_entries(admin, scope)
+            waited = 0.0
+            while True:
+                scope = await plan(admin, self.params.group,
+                                   max_messages=self.params.max_messages,
+                                   prepare_ledger=not self.params.dry_run)  # fmt: skip
+                entries = await ledger_entries(admin, scope)
+                settle_s = self.settle_s(len(scope.queues))
+                last = ledger.last_written_ms(entries, job)
+                mark = (sum(1 for e in entries if e.job == job), last)
+                if self.params.dry_run or last is None or (waited > 0 and mark == seen):
+                    return scope, entries
+                age_s = time.time() - last / 1000
+                if waited == 0 and age_s >= settle_s:
+                    return scope, entries
+                if waited >= MAX_SETTLE_ROUNDS * settle_s:
+                    raise ConcurrentRunError(
+                        f"job {job}: another attempt wrote to the ledger of {scope.group} "
+                        f"{max(age_s, 0):.0f} s ago after {waited:.0f} s of waiting; "
+                        "two runs of one job must not overlap"
+                    )
+                print(f"job {job}: an earlier attempt wrote to the ledger {max(age_s, 0):.1f} s "
+                      f"ago; waiting {settle_s:.0f} s for its sends in flight",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                seen = mark
+                await asyncio.sleep(settle_s)
+                waited += settle_s
+
+    def settle_s(self, queues: int) -> float:
+        """How long an attempt must have been quiet: longer than a send can take (its timeout
+        times its tries) and than a task's pause between two batches under the rate limit (a
+        task sends at least ``rate / queues`` a second, a batch at least every 0.1 s)."""
+        pause_s = 0.0
+        if self.params.rate_per_second is not None:
+            pause_s = max(0.1, max(queues, 1) / self.params.rate_per_second)
+        return max(SETTLE_S, 3 * pause_s)
 
     async def _handled(self, scope: Scope) -> None:
         async with self.admin() as admin:
@@ -265,6 +315,8 @@ def run(params: JobParams, spark: SparkSession | None = None) -> Result:
         return result.failed("UnknownGroup", str(exc))
     except SinkNotWritableError as exc:
         return result.failed("SinkNotWritable", str(exc))
+    except ConcurrentRunError as exc:
+        return result.failed("ConcurrentRun", str(exc))
     except (RemotingConnectError, RemotingTimeoutError) as exc:
         return result.failed("BrokerUnavailable", str(exc))
     except (InvalidArgumentError, ReconsumeError) as exc:
