@@ -250,7 +250,7 @@ class JobRunner:
 
     async def _finish(self, state: JobState) -> None:
         child = state.child
-        if child is None or child.pid is None or child.running:
+        if child is None or child.running:
             return
         code = await child.wait()
         state.child = None
