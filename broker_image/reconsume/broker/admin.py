@@ -47,7 +47,9 @@ class AdminProcessor:
             )
         return None
 
-    def create_topic(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
+    async def create_topic(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         refused = self._refuse_topic(request, header.topic)
         if refused is not None:
@@ -68,6 +70,7 @@ class AdminProcessor:
         )
         # A retry topic keeps queues being removed readable until they are drained.
         self.context.update_topic(config)
+        await self.context.topics_registered()  # the route is there when the answer is
         return request.respond()
 
     def delete_topic(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:

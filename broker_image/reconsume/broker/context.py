@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import replace
 from typing import Any
 
@@ -59,6 +59,7 @@ class BrokerContext:
         on_topics_changed: Callable[[], None],
         tags_code: TagsCode = default_tags_code,
         delays: DelayLevels | None = None,
+        topics_registered: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -77,6 +78,7 @@ class BrokerContext:
         self.locks = LockTable()
         self.stats = BrokerStats()
         self._on_topics_changed = on_topics_changed
+        self._topics_registered = topics_registered
         self._version_stamps: dict[str, tuple[int, int]] = {}
         self.retry_drain = RetryDrain(store, self.put_topic)
         """Lowers the read queues of retry topics once the removed ones are drained; the
@@ -103,6 +105,11 @@ class BrokerContext:
         self.put_topic(config)
         self.retry_drain.check(config.topic_name)
         return config
+
+    async def topics_registered(self) -> None:
+        """Wait until the name servers have been sent the topic table as it is now."""
+        if self._topics_registered is not None:
+            await self._topics_registered()
 
     def group_updated(self, group: SubscriptionGroupConfig) -> None:
         """A group's config was stored: its retry topic follows ``retryQueueNums`` (more

@@ -7,6 +7,10 @@ does not answer is logged and tried again at the next round; it never delays the
 one registration has succeeded (a broker usually starts before its name servers can be reached
 on Kubernetes) the rounds come sooner: after 1 s, 2 s, 4 s ... up to the interval, so the broker
 turns ready soon after a name server does.
+
+As RocketMQ's ``registerIncrementBrokerData`` does, an admin's topic change is answered only once
+that registration is over (:meth:`Registrar.registered`), so a client that creates a topic and
+then asks a name server for its route finds it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ from reconsume.wire.transport import Dispatcher, RemotingClient
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 3.0
+REGISTERED_WAIT_S = 2.0
+"""At most this long an admin's topic change waits for its registration: below the 3 s a
+RocketMQ admin client waits for the answer, so a dead name server slows the answer down but
+never turns it into a client-side timeout."""
 FIRST_RETRY_S = 1.0
 """Seconds before the second round when the first registered nowhere (doubling after that)."""
 
@@ -55,6 +63,11 @@ class Registrar:
         self._topic_wrapper = topic_wrapper
         self._client = RemotingClient(Dispatcher("broker-registration"))
         self._changed = asyncio.Event()
+        self._changes = 0
+        """Topic table changes so far."""
+        self._covered = 0
+        """Changes the last finished round registered (``_changes`` when it began)."""
+        self._round_over: asyncio.Event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.registrations = 0
         """Successful REGISTER_BROKER answers so far (all name servers together)."""
@@ -67,13 +80,32 @@ class Registrar:
 
     def topics_changed(self) -> None:
         """Register again now (the topic table changed)."""
+        self._changes += 1
         self._changed.set()
+
+    async def registered(self) -> None:
+        """Return once a round that began after every change so far has finished (whether
+        each name server took it or not), or after ``REGISTERED_WAIT_S``; at once when not
+        registering."""
+        if self._task is None or self._task.done():
+            return
+        wanted = self._changes
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(REGISTERED_WAIT_S):
+                while self._covered < wanted:
+                    await self._round_over.wait()
 
     async def _run(self) -> None:
         retry_s = FIRST_RETRY_S
         while True:
             self._changed.clear()
-            await self.register_all()
+            changes = self._changes  # the body built next covers these
+            try:
+                await self.register_all()
+            finally:
+                self._covered = changes
+                self._round_over.set()
+                self._round_over = asyncio.Event()
             wait_s = self.interval_s
             if not self.registrations:
                 wait_s, retry_s = min(retry_s, self.interval_s), retry_s * 2

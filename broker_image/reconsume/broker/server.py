@@ -215,7 +215,13 @@ class Broker:
         self._registrar = registrar
         self._registrations = registrar.results
         context = BrokerContext(
-            settings, store, store_host, registrar.topics_changed, tags_code, delays
+            settings,
+            store,
+            store_host,
+            registrar.topics_changed,
+            tags_code,
+            delays,
+            topics_registered=registrar.registered,
         )
         context.prepare_default_topic()
         self._register_handlers(context)
