@@ -14,15 +14,23 @@ import pytest
 from reconsume.wire.codes import RequestCode, ResponseCode
 
 from .processes import ServerProcess, start_server
+from .retry_support import total
 from .wire_client import BrokerClient, eventually, ok, records
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     store = tmp_path_factory.mktemp("broker") / "store"
-    server = start_server("broker", "--listen", "127.0.0.1:0", "--store-dir", str(store))
+    server = start_server(
+        "broker", "--listen", "127.0.0.1:0", "--store-dir", str(store),
+        "--http-listen", "127.0.0.1:0",
+    )  # fmt: skip
     yield server
     assert server.stop() == 0, "".join(server.output)
+
+
+SUSPEND_MS = 60_000
+"""Held pulls wait this long unless a message wakes them: a test that passes did not wait."""
 
 
 def run(coro: Any) -> Any:
@@ -44,26 +52,28 @@ async def held_pull(
     return task
 
 
-def test_a_held_pull_answers_within_50ms_of_a_send_to_its_queue(broker: ServerProcess) -> None:
+def test_a_held_pull_is_woken_by_each_send_to_its_queue(broker: ServerProcess) -> None:
+    """Each send wakes the pull held on its queue: the broker counts the wake-up, and the
+    pull answers with that message although its suspension has most of a minute to go. (How
+    soon after the send is measured in ``bench/pull_wake.py``.)"""
     addr = broker.address
 
     async def scenario() -> list[float]:
         async with BrokerClient() as consumer, BrokerClient() as producer:
             ok(await producer.create_topic(addr, "polled", 1))
-            ok(await producer.send(addr, "polled", b"warm-up"))  # both connections warm
+            ok(await producer.send(addr, "polled", b"warm-up"))
             ok(await consumer.pull(addr, "g-poll", "polled", 0, 0))
-            latencies = []
+            woken = []
             for offset in (1, 2, 3):
-                pull = await held_pull(consumer, addr, "polled", offset, 10_000)
-                started = time.monotonic()
+                before = await total([broker], "reconsume_long_poll_woken_total")
+                pull = await held_pull(consumer, addr, "polled", offset, SUSPEND_MS)
                 ok(await producer.send(addr, "polled", b"m%d" % offset))
                 response = await pull
-                latencies.append(time.monotonic() - started)
                 assert [m.queue_offset for m in records(ok(response))] == [offset]
-            return latencies
+                woken.append(await total([broker], "reconsume_long_poll_woken_total") - before)
+            return woken
 
-    latencies = run(scenario())
-    assert max(latencies) < 0.050, latencies
+    assert run(scenario()) == [1, 1, 1]
 
 
 def test_a_held_pull_on_an_empty_queue_wakes_on_the_first_message(broker: ServerProcess) -> None:
@@ -72,53 +82,58 @@ def test_a_held_pull_on_an_empty_queue_wakes_on_the_first_message(broker: Server
     async def scenario() -> tuple[float, Any]:
         async with BrokerClient() as consumer, BrokerClient() as producer:
             ok(await producer.create_topic(addr, "fresh", 1))
-            pull = await held_pull(consumer, addr, "fresh", 0, 10_000)
-            started = time.monotonic()
+            before = await total([broker], "reconsume_long_poll_woken_total")
+            pull = await held_pull(consumer, addr, "fresh", 0, SUSPEND_MS)
             ok(await producer.send(addr, "fresh", b"first"))
             response = await pull
-            return time.monotonic() - started, response
+            return await total([broker], "reconsume_long_poll_woken_total") - before, response
 
-    elapsed, response = run(scenario())
+    woken, response = run(scenario())
     assert [m.body for m in records(ok(response))] == [b"first"]
-    assert elapsed < 0.050
+    assert woken == 1
 
 
 def test_a_held_pull_times_out_not_found_and_ignores_other_tags(broker: ServerProcess) -> None:
     addr = broker.address
 
-    async def scenario() -> list[tuple[float, Any]]:
+    async def woken() -> float:
+        return await total([broker], "reconsume_long_poll_woken_total")
+
+    async def scenario() -> list[tuple[float, float, Any]]:
         async with BrokerClient() as consumer, BrokerClient() as producer:
             ok(await producer.create_topic(addr, "quiet", 1))
             answers = []
 
-            async def answer(pull: asyncio.Task[Any], started: float) -> None:
-                response = await pull
-                answers.append((time.monotonic() - started, response))
+            async def answer(pull: asyncio.Task[Any], started: float, before: float) -> None:
+                response = await pull  # the request's own timeout: suspension + 5 s
+                answers.append((time.monotonic() - started, await woken() - before, response))
 
             # Nothing arrives: PULL_NOT_FOUND once the suspend timeout has passed.
-            started = time.monotonic()
+            before, started = await woken(), time.monotonic()
             pull = await held_pull(consumer, addr, "quiet", 0, 400)
-            await answer(pull, started)
+            await answer(pull, started, before)
             # A message with another tag does not wake a pull filtering on "wanted"; at the
             # timeout it answers as RocketMQ does: retry right away from past that message.
-            started = time.monotonic()
+            before, started = await woken(), time.monotonic()
             pull = await held_pull(consumer, addr, "quiet", 0, 400, subscription="wanted")
             ok(await producer.send(addr, "quiet", b"other", properties={"TAGS": "other"}))
-            await answer(pull, started)
-            started = time.monotonic()
-            pull = await held_pull(consumer, addr, "quiet", 1, 10_000, subscription="wanted")
+            await answer(pull, started, before)
+            before, started = await woken(), time.monotonic()
+            pull = await held_pull(consumer, addr, "quiet", 1, SUSPEND_MS, subscription="wanted")
             ok(await producer.send(addr, "quiet", b"yes", properties={"TAGS": "wanted"}))
-            await answer(pull, started)
+            await answer(pull, started, before)
             return answers
 
-    (quiet_s, quiet), (other_s, other), (wanted_s, wanted) = run(scenario())
+    (quiet_s, quiet_woken, quiet), (other_s, other_woken, other), (_, wanted_woken, wanted) = run(
+        scenario()
+    )
     assert quiet.code == ResponseCode.PULL_NOT_FOUND
-    assert 0.4 <= quiet_s < 3.0
+    assert (quiet_s >= 0.4, quiet_woken) == (True, 0)  # never before its suspension ends
     assert other.code == ResponseCode.PULL_RETRY_IMMEDIATELY
     assert other.ext_fields["nextBeginOffset"] == "1"
-    assert 0.4 <= other_s < 3.0
+    assert (other_s >= 0.4, other_woken) == (True, 0)
     assert [m.body for m in records(ok(wanted))] == [b"yes"]
-    assert wanted_s < 1.0
+    assert wanted_woken == 1
 
 
 def test_heartbeats_consumer_list_and_change_notifications(broker: ServerProcess) -> None:

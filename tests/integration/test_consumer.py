@@ -6,6 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from reconsume.client.admin import AdminClient, QueueProgress
 from reconsume.client.listener import ConcurrentContext, ConsumeStatus, MessageModel
 from reconsume.client.producer import Producer
@@ -66,6 +68,7 @@ def test_two_consumers_receive_every_message_exactly_once(cluster: Cluster) -> N
     assert len(second.received) > 2_000
 
 
+@pytest.mark.usefixtures("frozen_gc")
 def test_a_waiting_consumer_sees_a_new_message_within_50_ms(tmp_path: Path) -> None:
     arrivals: dict[str, float] = {}
 
@@ -101,7 +104,10 @@ def test_a_waiting_consumer_sees_a_new_message_within_50_ms(tmp_path: Path) -> N
                 latencies.append(arrivals[result.msg_id] - started)
         return latencies
 
-    with retry_cluster(tmp_path) as cluster:
+    # Async flush: under Sync flush a message is shown to consumers once it is durable, so
+    # the wait would include the disk's fsync, which on a shared VM stalls for 100 ms and
+    # more now and then (bench/RESULTS.md, "Waiting consumer").
+    with retry_cluster(tmp_path, extra=("--flush", "Async")) as cluster:
         latencies = sorted(asyncio.run(scenario(cluster)))
     assert latencies[-1] < 0.050, latencies
 

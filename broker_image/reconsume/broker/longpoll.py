@@ -32,6 +32,8 @@ class PullWaiters:
 
     def __init__(self) -> None:
         self._held: dict[tuple[str, int], set[HeldPull]] = {}
+        self.woken_total = 0
+        """Held pulls a message woke so far (the others ended with their suspension)."""
 
     def hold(
         self, topic: str, queue_id: int, offset: int, tag_codes: Container[int] | None
@@ -67,6 +69,7 @@ class PullWaiters:
             if accepted is None or any(code in accepted for code in codes):
                 pull.woken.set_result(None)
                 woken += 1
+        self.woken_total += woken
         return woken
 
     def __len__(self) -> int:

@@ -133,7 +133,7 @@ class BrokerCollector(Collector):
             len(queues) - len(shown),
         )
 
-    def _clients(self, context: BrokerContext) -> Iterable[GaugeMetricFamily]:
+    def _clients(self, context: BrokerContext) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
         groups = {
             name: len(group.channels)
             for name, group in context.consumers.consumers.items()
@@ -149,6 +149,9 @@ class BrokerCollector(Collector):
         yield _gauge(
             "long_poll_suspended", "Pull requests held by long polling now.", len(context.waiters)
         )
+        woken = _counter("long_poll_woken", "Held pull requests a message arrival woke.")
+        woken.add_metric([], context.waiters.woken_total)
+        yield woken
 
 
 def broker_registry(source: MetricsSource, max_queue_series: int) -> CollectorRegistry:
