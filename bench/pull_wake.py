@@ -4,10 +4,11 @@
 
 Real ``reconsume namesrv`` and ``reconsume broker`` processes on 127.0.0.1 (``bench.servers``:
 64 MiB segments), once with Sync and once with Async flush; the clients run in this process.
-One push consumer waits on a topic of ``QUEUES`` queues (its pulls held by the broker); one
-producer sends ``messages`` messages one at a time, ``GAP_S`` apart so the consumer's pulls are
-held again before the next. Per message: *ack* = the send call until its answer; *seen* = the
-send call until the listener is called with it (what the waiting-consumer test holds to 50 ms).
+One push consumer waits on a topic of ``QUEUES`` queues; one producer sends ``messages``
+messages one at a time, each once the broker holds a pull on every queue of the topic and of its
+retry topic again (``reconsume_long_poll_suspended``). Per message: *ack* = the send call until
+its answer; *seen* = the send call until the listener is called with it (what the
+waiting-consumer test holds to 50 ms).
 Results (JSON): p50 / p99 / max of both in ms per flush mode, and the broker's count of held
 pulls a message woke (``reconsume_long_poll_woken_total``).
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import DEFAULT_OUT, machine_info, write_json
-from bench.delay_lateness import until
+from bench.delay_lateness import percentiles, until
 from bench.servers import create_topic, servers
 from reconsume.client.listener import ConcurrentContext, ConsumeStatus
 from reconsume.client.producer import Producer
@@ -33,29 +34,20 @@ from reconsume.message.model import Message, StoredMessage
 
 TOPIC = "BenchWake"
 QUEUES = 4
-GAP_S = 0.02
 WOKEN = "reconsume_long_poll_woken_total"
+HELD = "reconsume_long_poll_suspended"
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {
-        "count": len(ordered),
-        "p50": round(ordered[len(ordered) // 2], 2),
-        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
-        "max": round(ordered[-1], 2),
-    }
-
-
-def woken_total(http: str) -> float:
+def metric(http: str, name: str) -> float:
+    """An unlabelled sample of the broker's ``/metrics`` at ``http`` (0 when absent)."""
     with urllib.request.urlopen(f"http://{http}/metrics", timeout=5) as response:
         for line in response.read().decode().splitlines():
-            if line.startswith(WOKEN + " "):
+            if line.startswith(name + " "):
                 return float(line.split()[1])
     return 0.0
 
 
-async def measure(namesrv: str, messages: int) -> tuple[list[float], list[float]]:
+async def measure(namesrv: str, http: str, messages: int) -> tuple[list[float], list[float]]:
     await create_topic(namesrv, TOPIC, QUEUES)
     arrivals: dict[str, float] = {}
     arrived = asyncio.Event()
@@ -76,7 +68,11 @@ async def measure(namesrv: str, messages: int) -> tuple[list[float], list[float]
         # The topic's queues and %RETRY%'s.
         await until(lambda: len(consumer.assigned) > QUEUES, 30, "queues assigned")
         for i in range(messages + 1):  # the first warms both connections up, unmeasured
-            await asyncio.sleep(GAP_S)
+
+            async def all_held() -> bool:
+                return await asyncio.to_thread(metric, http, HELD) >= QUEUES + 1
+
+            await until(all_held, 10, "a pull held on every queue")
             arrived.clear()
             started = time.perf_counter()
             result = await producer.send(Message(TOPIC, b"w%d" % i))
@@ -100,14 +96,14 @@ def run(messages: int, data_root: Path) -> dict[str, Any]:
                 for line in up.broker.output
                 if "serving HTTP on" in line
             )
-            before = woken_total(http)
-            acks, seen = asyncio.run(measure(up.namesrv, messages))
+            before = metric(http, WOKEN)
+            acks, seen = asyncio.run(measure(up.namesrv, http, messages))
             modes[flush] = {
                 "ack_ms": percentiles(acks),
                 "seen_ms": percentiles(seen),
-                "pulls_woken": woken_total(http) - before,
+                "pulls_woken": metric(http, WOKEN) - before,
             }
-    return {"scenario": "pull_wake", "messages": messages, "gap_s": GAP_S, "flush": modes}
+    return {"scenario": "pull_wake", "messages": messages, "flush": modes}
 
 
 def main(argv: list[str] | None = None) -> int:
