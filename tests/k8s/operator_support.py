@@ -89,6 +89,17 @@ def new_namespace(api: kubernetes.client.ApiClient) -> str:
     return name
 
 
+def condition_of(body: dict[str, Any], kind: str = "Ready") -> dict[str, Any] | None:
+    """The condition of type ``kind`` in ``body``'s status. A probe that needs the condition
+    together with other fields reads them all from one body: the operator patches metadata and
+    status separately, so two reads can straddle its patches."""
+    for condition in (body.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == kind:
+            found: dict[str, Any] = condition
+            return found
+    return None
+
+
 class Resources:
     """CRUD of the reconsume.io resources of one namespace."""
 
@@ -128,12 +139,7 @@ class Resources:
         self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name)
 
     def condition(self, plural: str, name: str, kind: str = "Ready") -> dict[str, Any] | None:
-        body = self.get(plural, name) or {}
-        for condition in (body.get("status") or {}).get("conditions") or ():
-            if condition.get("type") == kind:
-                found: dict[str, Any] = condition
-                return found
-        return None
+        return condition_of(self.get(plural, name) or {}, kind)
 
     def wait_condition(
         self,
