@@ -39,9 +39,24 @@ def write_atomically(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     if path.exists():
-        os.replace(path, path.with_name(path.name + ".bak"))
+        _keep_backup(path)
     os.replace(tmp, path)
     fsync_directory(path.parent)
+
+
+def _keep_backup(path: Path) -> None:
+    """``path``'s current content as ``path.bak``, with ``path`` present throughout: a hard
+    link renamed over the old backup, so a reader never finds the file missing. Where hard
+    links are not supported the file itself is renamed (absent until the new one is in)."""
+    backup = path.with_name(path.name + ".bak")
+    link = path.with_name(path.name + ".bak.tmp")
+    try:
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+    except OSError:
+        os.replace(path, backup)
+        return
+    os.replace(link, backup)
 
 
 def write_json(path: Path, document: Any) -> None:
