@@ -99,7 +99,9 @@ class AdminProcessor:
         return request.respond(body=json.dumps(body).encode())
 
     # ------------------------------------------------------------------ groups
-    def create_group(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
+    async def create_group(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand:
         """Create or replace a subscription group from its ``SubscriptionGroupConfig`` JSON."""
         try:
             document = json.loads(request.body)
@@ -126,6 +128,8 @@ class AdminProcessor:
         self.context.store.groups.put(config.group_name, config)
         log.info("subscription group %s: %s", config.group_name, config.to_dict())
         self.context.group_updated(config)  # the retry topic follows retryQueueNums
+        # A resized retry topic is routed when the answer is (no wait when nothing changed).
+        await self.context.topics_registered()
         return request.respond()
 
     def delete_group(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
