@@ -17,17 +17,18 @@ import kopf
 
 from reconsume.topology import Kind, SpecError
 from reconsume.topology.resources import PAUSED, Target, annotated, object_name, reconcile, remove
+from reconsume_operator import events
 from reconsume_operator import status as statuses
 from reconsume_operator.conditions import READY, Condition
 from reconsume_operator.conflicts import Claim, claim_key, claim_of, conflicting_owner
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
 from reconsume_operator.metrics import reconcile_timer
+from reconsume_operator.passes import ObjectLocks, deleting
 
 PLURALS = {Kind.GROUP: "consumergroups", Kind.TOPIC: "topics"}
 KINDS = {Kind.GROUP: "ConsumerGroup", Kind.TOPIC: "Topic"}
 CLUSTERS_INDEX = "broker_clusters"
 CLAIMS_INDEX = {Kind.GROUP: "group_claims", Kind.TOPIC: "topic_claims"}
-EVENT_MESSAGE_MAX_CHARS = 1_000
 
 
 def _cluster_of(body: Mapping[str, Any]) -> str:
@@ -51,14 +52,19 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
         key = claim_key(namespace or "", _cluster_of(body), str(kind), object_name(kind, body))
         return {key: claim_of(body)}
 
+    passes = ObjectLocks()
+
     def write(
         body: kopf.Body,
         patch: kopf.Patch,
+        generation: int | None,
         conditions: list[Condition],
         fields: Mapping[str, Any] | None = None,
     ) -> None:
+        """Status of the pass that began at ``generation``: a timer's body is live, so the
+        generation it holds at the end may be newer than the spec the pass applied."""
         document = statuses.status_patch(
-            body.get("status"), body.meta.get("generation"), utc_now(), conditions, fields
+            body.get("status"), generation, utc_now(), conditions, fields
         )
         for key, value in document.items():
             patch.status[key] = value
@@ -71,9 +77,23 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
         retry: int = 0,
         **kwargs: Any,
     ) -> None:
+        async with passes.hold(body):
+            if deleting(body):
+                return  # a drift pass that waited for the deletion: nothing left to do
+            await reconcile_pass(body, patch, namespace, logger, retry, kwargs)
+
+    async def reconcile_pass(
+        body: kopf.Body,
+        patch: kopf.Patch,
+        namespace: str | None,
+        logger: logging.Logger | logging.LoggerAdapter[Any],
+        retry: int,
+        kwargs: Mapping[str, Any],
+    ) -> None:
         with reconcile_timer(label) as outcome:
+            generation = body.meta.get("generation")
             if annotated(body, PAUSED):
-                write(body, patch, statuses.paused())
+                write(body, patch, generation, statuses.paused())
                 outcome.result = "paused"
                 return
             ns = namespace or ""
@@ -83,19 +103,26 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
             others = all_claims.get(claim_key(ns, cluster, str(kind), name)) or ()
             owner = conflicting_owner(claim_of(body), others)
             if owner is not None:
-                write(body, patch, statuses.conflict(str(kind), name, cluster, owner.resource))
+                write(
+                    body,
+                    patch,
+                    generation,
+                    statuses.conflict(str(kind), name, cluster, owner.resource),
+                )
                 outcome.result = "conflict"
                 logger.warning(f"{kind} {name} belongs to the older {label} {owner.resource}")
                 return
             target = _target(kwargs[CLUSTERS_INDEX], ns, cluster)
             if target is None:
                 message = f"BrokerCluster {cluster} does not exist in namespace {ns}"
-                write(body, patch, statuses.reconciled(False, "ClusterNotFound", message))
+                write(
+                    body, patch, generation, statuses.reconciled(False, "ClusterNotFound", message)
+                )
                 raise kopf.TemporaryError(message, delay=ctx.backoff_s(retry))
             try:
                 result = await reconcile(kind, body, target, ctx.admin)
             except SpecError as exc:
-                write(body, patch, statuses.reconciled(False, "InvalidSpec", str(exc)))
+                write(body, patch, generation, statuses.reconciled(False, "InvalidSpec", str(exc)))
                 outcome.result = "invalid"
                 raise kopf.PermanentError(str(exc)) from exc
             fields = (
@@ -106,21 +133,16 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
             write(
                 body,
                 patch,
+                generation,
                 statuses.reconciled(result.ready, result.reason, result.message),
                 fields,
             )
             if result.changes:
-                kopf.info(
-                    body,
-                    reason="Configured",
-                    message="; ".join(result.changes)[:EVENT_MESSAGE_MAX_CHARS],
-                )
+                events.normal(body, "Configured", "; ".join(result.changes))
             if not result.ready:
                 previous = statuses_ready(body)
                 if previous != (result.reason, result.message):
-                    kopf.warn(
-                        body, reason=result.reason, message=result.message[:EVENT_MESSAGE_MAX_CHARS]
-                    )
+                    events.warning(body, result.reason, result.message)
                 raise kopf.TemporaryError(
                     f"{result.reason}: {result.message}", delay=ctx.backoff_s(retry)
                 )
@@ -154,7 +176,21 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
         retry: int = 0,
         **kwargs: Any,
     ) -> None:
+        # Kopf runs deletion handlers while a drift pass may still be applying the spec: the
+        # deletion waits for it, so nothing it creates outlives the deletion.
+        async with passes.hold(body):
+            await delete_pass(body, patch, namespace, logger, retry, kwargs)
+
+    async def delete_pass(
+        body: kopf.Body,
+        patch: kopf.Patch,
+        namespace: str | None,
+        logger: logging.Logger | logging.LoggerAdapter[Any],
+        retry: int,
+        kwargs: Mapping[str, Any],
+    ) -> None:
         with reconcile_timer(label) as outcome:
+            generation = body.meta.get("generation")
             ns = namespace or ""
             cluster = _cluster_of(body)
             name = object_name(kind, body)
@@ -181,16 +217,15 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
                 outcome.result = "invalid"
                 return
             if result.changes:
-                kopf.info(
-                    body,
-                    reason="Deleted",
-                    message="; ".join(result.changes)[:EVENT_MESSAGE_MAX_CHARS],
-                )
+                events.normal(body, "Deleted", "; ".join(result.changes))
             if not result.ready:
-                write(body, patch, [Condition(READY, False, result.reason, result.message)])
-                kopf.warn(
-                    body, reason=result.reason, message=result.message[:EVENT_MESSAGE_MAX_CHARS]
+                write(
+                    body,
+                    patch,
+                    generation,
+                    [Condition(READY, False, result.reason, result.message)],
                 )
+                events.warning(body, result.reason, result.message)
                 outcome.result = "refused" if result.reason == "DeletionRefused" else "error"
                 raise kopf.TemporaryError(
                     f"{result.reason}: {result.message}", delay=ctx.backoff_s(retry)
