@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import kopf
 
+from reconsume_operator import events
 from reconsume_operator.context import GROUP, VERSION, OperatorContext
 from reconsume_operator.dead_letter_jobs import GROUP_LABEL, JOB_LABEL, KIND
 from reconsume_operator.job_kube import JobKube
@@ -40,10 +41,10 @@ def _events(synced: Synced) -> None:
         return
     body = kopf.Body(cast(kopf.RawBody, dict(synced.body)))
     if synced.started:
-        kopf.info(body, reason="Started", message=f"{synced.started} started")
+        events.normal(body, "Started", f"{synced.started} started")
     if synced.finished:
-        post = kopf.warn if synced.state.phase == FAILED else kopf.info
-        post(body, reason=synced.state.phase, message=synced.state.message[:1_000])
+        post = events.warning if synced.state.phase == FAILED else events.normal
+        post(body, synced.state.phase, synced.state.message)
 
 
 def register_jobs(registry: kopf.OperatorRegistry, ctx: OperatorContext, kube: JobKube) -> None:

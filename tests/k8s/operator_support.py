@@ -141,6 +141,15 @@ class Resources:
     def condition(self, plural: str, name: str, kind: str = "Ready") -> dict[str, Any] | None:
         return condition_of(self.get(plural, name) or {}, kind)
 
+    def events(self, reason: str, name: str | None = None) -> list[str]:
+        """Messages of the namespace's Events with ``reason`` (on the object ``name``)."""
+        core = kubernetes.client.CoreV1Api(self.custom.api_client)
+        return [
+            e.message or ""
+            for e in core.list_namespaced_event(self.namespace).items
+            if e.reason == reason and (name is None or e.involved_object.name == name)
+        ]
+
     def wait_condition(
         self,
         plural: str,

@@ -525,7 +525,12 @@ def test_a_run_reports_the_counts_of_its_commands_result(
     condition = resources.condition(DLJ, "replay") or {}
     assert (condition["status"], condition["reason"]) == ("True", "Succeeded")
     assert "resent 6" in condition["message"]
-    assert runs("Succeeded") == succeeded_before + 1
+    # Counted once the status write returns: the status may be read before that.
+    eventually(lambda: runs("Succeeded") == succeeded_before + 1, 10, "the run counted")
+    started = eventually(lambda: resources.events("Started", "replay"), 10, "Started event")
+    assert started == ["Job replay-1 started"]
+    finished = eventually(lambda: resources.events("Succeeded", "replay"), 10, "Succeeded event")
+    assert finished == [condition["message"]]
 
     # Another event of the finished Job syncs the DeadLetterJob again: the run is not
     # counted twice.
@@ -563,4 +568,4 @@ def test_a_bad_filter_fails_the_run_with_reason_invalid_filter(
     condition = resources.condition(DLJ, "broken") or {}
     assert (condition["status"], condition["reason"]) == ("False", "InvalidFilter")
     assert condition["message"] == result["message"]
-    assert runs("Failed") == failed_before + 1
+    eventually(lambda: runs("Failed") == failed_before + 1, 10, "the run counted")

@@ -82,6 +82,10 @@ def test_retain_keeps_and_delete_removes(
     topics = topics_on_any(brokers)
     assert {"%RETRY%GID_kept", "%DLQ%GID_kept"} <= topics
     assert not {"%RETRY%GID_dropped", "%DLQ%GID_dropped", "orders"} & topics
+    # what was removed is told on the object (nothing for the retained one)
+    deleted = eventually(lambda: resources.events("Deleted", "dropped"), 10, "Deleted event")
+    assert "DeleteGroup GID_dropped" in " ".join(deleted)
+    assert resources.events("Deleted", "kept") == []
 
 
 def test_delete_waits_for_dead_letters_until_forced(
@@ -97,6 +101,8 @@ def test_delete_waits_for_dead_letters_until_forced(
     resources.delete(CG, "dropped")
     condition = resources.wait_condition(CG, "dropped", "False", "DeletionRefused")
     assert "force-delete" in condition["message"]
+    refused = eventually(lambda: resources.events("DeletionRefused", "dropped"), 10, "warning")
+    assert refused[0] == condition["message"][:1_000]
     assert "GID_dropped" in groups_on(brokers)
     # another object's deletion goes ahead meanwhile
     resources.delete("topics", "orders")
