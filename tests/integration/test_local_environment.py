@@ -7,6 +7,7 @@ every process."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import signal
@@ -204,3 +205,20 @@ def test_children_end_when_reconsume_up_is_killed(tmp_path: Path) -> None:
 
     for address in servers:
         polling.eventually(lambda a=address: refused(a), 30.0, f"{address} closed")
+    # A port closes as a broker begins to stop; its store lock goes when the process is gone.
+    locks = sorted(data.glob("*/*/*/store/lock"))
+    assert len(locks) == 2, locks
+    for lock in locks:
+        polling.eventually(lambda path=lock: unlocked(path), 30.0, f"{lock} released")
+
+
+def unlocked(path: Path) -> bool:
+    """Whether the store lock at ``path`` can be taken (its broker process has exited)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True

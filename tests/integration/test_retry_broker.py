@@ -207,7 +207,6 @@ def test_producer_delay_levels_are_stored_in_the_schedule_and_delivered_when_due
                 await client.send(addr, "later", b"now0", queue_id=0, properties={"DELAY": "0"})
             )
             r["immediate"] = await read_queue(client, addr, "later", 0, READER)
-            r["queue1_at_once"] = await read_queue(client, addr, "later", 1, READER)
             r["delayed"] = await arrived(client, addr, "later", 2, queue_id=1)
             r["elapsed_s"] = time.time() - sent_at
             r["scheduled"] = [await schedule_record(client, addr, m) for m in r["delayed"]]
@@ -216,7 +215,8 @@ def test_producer_delay_levels_are_stored_in_the_schedule_and_delivered_when_due
     r = run(scenario())
     assert r["level2"].ext_fields["queueId"] == "1"  # the answer names the real queue
     assert [m.body for m in r["immediate"]] == [b"now", b"now0"]
-    assert r["queue1_at_once"] == []
+    # Only the scheduled copies reach queue 1 (no original), each stored no earlier than its
+    # level's delay after its schedule record (below): no bound on how fast this test reads.
     assert [m.body for m in r["delayed"]] == [b"two", b"max"]
     assert r["elapsed_s"] >= DELAYS_MS[-1] / 1000 - TIMESTAMP_SLACK_S
     levels = [s.properties[props.DELAY_TIME_LEVEL] for s in r["scheduled"]]

@@ -94,7 +94,11 @@ consume_queue_entries_per_file = 1024
 """
     delay_s = 2.0
     count = 10
-    with retry_cluster(tmp_path, (BROKER,), delay_levels="2s", config=config) as cluster:
+    # Async flush: the segment fills in a few milliseconds, not one fsync per send (which on a
+    # busy disk can outlast the delay); the refusal comes from a segment that cannot be created.
+    with retry_cluster(
+        tmp_path, (BROKER,), delay_levels="2s", config=config, extra=("--flush", "Async")
+    ) as cluster:
         broker = cluster.brokers[BROKER]
         pid = broker.process.pid
         limits = resource.prlimit(pid, resource.RLIMIT_FSIZE)
