@@ -10,6 +10,7 @@ by the handler (``kopf.adopt``), not here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -21,6 +22,10 @@ BROKER_HTTP_PORT = 8080
 CONFIG_DIR = "/etc/reconsume"
 CONFIG_FILE = "broker.toml"
 STORE_DIR = "/var/lib/reconsume/store"
+CONFIG_HASH_ANNOTATION = "reconsume.io/config-hash"
+"""On the broker pods' template: the hash of their settings file. The brokers read the file
+once, at start; a spec change that only changes the file (delay levels, flush, retention)
+changes this annotation, so the StatefulSet restarts the brokers one at a time."""
 
 
 def name_server(spec: ClusterSpec) -> str:
@@ -83,6 +88,10 @@ def broker_config_toml(spec: ClusterSpec) -> str:
             "",
         ]
     )
+
+
+def config_hash(spec: ClusterSpec) -> str:
+    return hashlib.sha256(broker_config_toml(spec).encode()).hexdigest()[:16]
 
 
 def config_map(spec: ClusterSpec) -> dict[str, Any]:
@@ -241,7 +250,10 @@ def broker_statefulset(spec: ClusterSpec, replicas: int | None = None) -> dict[s
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": _selector(spec.name, "broker")},
             "template": {
-                "metadata": {"labels": labels(spec.name, "broker")},
+                "metadata": {
+                    "labels": labels(spec.name, "broker"),
+                    "annotations": {CONFIG_HASH_ANNOTATION: config_hash(spec)},
+                },
                 "spec": {
                     # A broker flushes and closes its store on SIGTERM.
                     "terminationGracePeriodSeconds": 60,

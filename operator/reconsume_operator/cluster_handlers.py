@@ -6,6 +6,13 @@ once the brokers to remove are drained (:mod:`reconsume_operator.scale_down`); u
 every other child is applied, the StatefulSet keeps its replicas, Ready is False with reason
 ``ScaleDownBlocked`` and the handler retries with backoff.
 
+Passes run one at a time per object (:mod:`reconsume_operator.passes`: the status timer beside
+an update could otherwise apply the StatefulSet of a spec the update has replaced), and the
+StatefulSet is written only if it is still the one the replicas were decided from (its
+``resourceVersion`` is the server-side apply's precondition): a pass that decided from an
+older StatefulSet, in this operator or in another one acting at the same time, gets a conflict
+and retries, and never scales down brokers whose drain it did not observe.
+
 The index ``broker_clusters`` tells the ConsumerGroup and Topic handlers where a cluster's
 name servers are, without an API request per reconcile.
 """
@@ -24,8 +31,10 @@ from reconsume_operator.children import broker_name, children
 from reconsume_operator.clusters import observe_cluster, operator_address
 from reconsume_operator.conditions import READY, Condition
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
+from reconsume_operator.events import normal
 from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import reconcile_timer
+from reconsume_operator.passes import ObjectLocks, deleting
 from reconsume_operator.scale_down import (
     BLOCKED,
     ScaleDecision,
@@ -42,6 +51,7 @@ LABEL = "BrokerCluster"
 
 def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
     template = ctx.config.name_server_template
+    passes = ObjectLocks()
 
     @kopf.index(GROUP, VERSION, PLURAL, registry=registry, id="broker_clusters")
     def broker_clusters(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Target]:
@@ -49,18 +59,20 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
         address = operator_address(spec, template)
         return {(spec.namespace, spec.name): Target(address, spec.rocketmq_cluster)}
 
-    async def decide_replicas(spec: ClusterSpec) -> ScaleDecision:
+    async def decide_replicas(spec: ClusterSpec) -> tuple[ScaleDecision, str | None]:
         """The broker StatefulSet's replicas: ``spec.brokers``, or its current replicas while
-        the brokers a scale-down removes are not drained."""
+        the brokers a scale-down removes are not drained; and the ``resourceVersion`` of the
+        StatefulSet that was decided from (None: none exists)."""
         if spec.external:
-            return ScaleDecision(spec.brokers)
+            return ScaleDecision(spec.brokers), None
         current_sts = await asyncio.to_thread(
             ctx.writer.get, "apps/v1", "StatefulSet", spec.namespace, broker_name(spec.name)
         )
         current = None if current_sts is None else (current_sts.get("spec") or {}).get("replicas")
+        version = None if current_sts is None else current_sts["metadata"].get("resourceVersion")
         removed = removed_brokers(spec.name, current, spec.brokers)
         if not removed:
-            return ScaleDecision(spec.brokers)
+            return ScaleDecision(spec.brokers), version
         address = operator_address(spec, template)
         try:
             async with ctx.admin(address) as admin:
@@ -68,19 +80,30 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
         except (ReconsumeError, OSError) as exc:
             error = f"name server {address} did not answer: {exc or type(exc).__name__}"
             drains = unobservable(removed, error)
-        return scale_decision(spec.name, current, spec.brokers, drains)
+        return scale_decision(spec.name, current, spec.brokers, drains), version
 
     async def reconcile_cluster(
         body: kopf.Body, patch: kopf.Patch, retry: int = 0, **_: Any
     ) -> None:
+        async with passes.hold(body):
+            if deleting(body):
+                return  # its children go with it (owner references)
+            await reconcile_pass(body, patch, retry)
+
+    async def reconcile_pass(body: kopf.Body, patch: kopf.Patch, retry: int) -> None:
         with reconcile_timer(LABEL) as outcome:
             spec = cluster_spec(body, ctx.config.image)
             generation = body.meta.get("generation")
             try:
-                decision = await decide_replicas(spec)
+                decision, version = await decide_replicas(spec)
+                if decision.removing:
+                    normal(body, "ScalingDown", decision.message)
                 objects = children(spec, decision.replicas)
                 kopf.adopt(objects, owner=body)
                 for obj in objects:
+                    if obj["kind"] == "StatefulSet" and version is not None:
+                        # Written only if unchanged since the replicas were decided.
+                        obj["metadata"]["resourceVersion"] = version
                     await asyncio.to_thread(ctx.writer.apply, obj)
             except KubeError as exc:
                 condition = Condition(READY, False, "ChildrenFailed", str(exc))

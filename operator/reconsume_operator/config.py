@@ -4,7 +4,7 @@ environment (``RECONSUME_*``), documented field by field with its unit."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -84,17 +84,27 @@ class OperatorConfig:
         ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` when set."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
+
+        def number(name: str, kind: Callable[[str], float]) -> Any:
+            try:
+                return kind(env[name].strip())
+            except ValueError:
+                raise ValueError(
+                    f"{name}={env[name]!r} is not a number (a pod gets <SERVICE>_PORT="
+                    "tcp://... for each Service of its namespace: set enableServiceLinks: false)"
+                ) from None
+
         if env.get("RECONSUME_DRIFT_SECONDS"):
-            values["drift_interval_s"] = float(env["RECONSUME_DRIFT_SECONDS"])
+            values["drift_interval_s"] = number("RECONSUME_DRIFT_SECONDS", float)
         if env.get("RECONSUME_BACKOFF_MAX_SECONDS"):
-            values["backoff_max_s"] = float(env["RECONSUME_BACKOFF_MAX_SECONDS"])
+            values["backoff_max_s"] = number("RECONSUME_BACKOFF_MAX_SECONDS", float)
         if "RECONSUME_METRICS_PORT" in env:
             port = env["RECONSUME_METRICS_PORT"].strip()
-            values["metrics_port"] = int(port) if port else None
+            values["metrics_port"] = number("RECONSUME_METRICS_PORT", int) if port else None
         if env.get("RECONSUME_PEERING"):
             values["peering_name"] = env["RECONSUME_PEERING"]
         if env.get("RECONSUME_PEERING_LIFETIME_SECONDS"):
-            values["peering_lifetime_s"] = int(env["RECONSUME_PEERING_LIFETIME_SECONDS"])
+            values["peering_lifetime_s"] = number("RECONSUME_PEERING_LIFETIME_SECONDS", int)
         if env.get("RECONSUME_BROKER_IMAGE"):
             values["image"] = env["RECONSUME_BROKER_IMAGE"]
         if env.get("RECONSUME_DLQ_JOBS_IMAGE"):

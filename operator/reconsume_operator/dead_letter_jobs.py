@@ -11,6 +11,7 @@ and a RoleBinding of its own. Every object carries an owner reference to the Dea
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_arguments, resource_conf
@@ -36,6 +37,12 @@ MEMORY_OVERHEAD_FACTOR = 0.4
 MEMORY_OVERHEAD_MIN_MIB = 384
 """The driver pod's memory: ``spark.driver.memory`` plus Spark's overhead for a Python
 driver (40 %, at least 384 MiB), as Spark sizes a driver pod it creates itself."""
+PYTHON_WORKER_MIB = 256
+"""With a local master the tasks run in the driver's pod, each in a Python worker process of
+its own (the data source and the job's functions are Python): this much more memory per task
+slot. Measured on the node tier: a 512m driver with two slots peaked at 809 MiB, which the
+384 MiB of Spark's overhead alone left no room for (a real run was OOM-killed)."""
+_LOCAL_MASTER = re.compile(r"^local(?:\[(\*|[1-9][0-9]*)(?:,[0-9]+)?\])?$")
 RBAC_RESOURCES = ("pods", "services", "configmaps", "persistentvolumeclaims")
 RBAC_VERBS = ("create", "get", "list", "watch", "delete", "deletecollection", "patch")
 RESTRICTED_CONTAINER: dict[str, Any] = {
@@ -136,6 +143,26 @@ def spark_conf(spec: DeadLetterJobSpec, image: str, *, in_job_pod: bool = True) 
     return conf
 
 
+def local_slots(spec: DeadLetterJobSpec) -> int | None:
+    """Task slots of a local master in the Job's pod (None: not a local master). ``local[*]``
+    means the pod's ``spark.driver.cores``, not every core of the node the pod lands on: a
+    container sees the node's CPUs, and each slot is a Python worker process."""
+    match = _LOCAL_MASTER.match(spec.master.strip())
+    if match is None:
+        return None
+    slots = match.group(1)
+    if slots is None:
+        return 1
+    return spec.driver_cores if slots == "*" else int(slots)
+
+
+def pod_master(spec: DeadLetterJobSpec) -> str:
+    """The master the Job's pod runs: ``local[*]`` as ``local[<driver cores>]``."""
+    if spec.master.strip().startswith("local[*"):
+        return spec.master.strip().replace("local[*", f"local[{spec.driver_cores}", 1)
+    return spec.master
+
+
 def command(spec: DeadLetterJobSpec, source: Source, image: str) -> list[str]:
     """The container command of a run in a Job's pod (the driver runs in the pod)."""
     conf_flags: list[str] = []
@@ -143,7 +170,7 @@ def command(spec: DeadLetterJobSpec, source: Source, image: str) -> list[str]:
         conf_flags += ["--conf", f"{key}={value}"]
     return [
         "reconsume", "dlq", *job_arguments(spec, source),
-        "--master", spec.master, *conf_flags,
+        "--master", pod_master(spec), *conf_flags,
         "--termination-log", TERMINATION_LOG,
     ]  # fmt: skip
 
@@ -159,8 +186,11 @@ def memory_mib(spark_memory: str) -> int:
 
 
 def driver_resources(spec: DeadLetterJobSpec) -> dict[str, Any]:
+    """The driver's cores, and its memory with Spark's overhead and, with a local master, the
+    Python workers of its task slots (:data:`PYTHON_WORKER_MIB`)."""
     mib = memory_mib(spec.driver_memory)
     total = mib + max(MEMORY_OVERHEAD_MIN_MIB, int(mib * MEMORY_OVERHEAD_FACTOR))
+    total += (local_slots(spec) or 0) * PYTHON_WORKER_MIB
     return {
         "requests": {"cpu": str(spec.driver_cores), "memory": f"{total}Mi"},
         "limits": {"memory": f"{total}Mi"},

@@ -76,6 +76,8 @@ class ScaleDecision:
     replicas: int
     blocked: bool = False
     message: str = ""
+    removing: tuple[str, ...] = ()
+    """Brokers this decision removes (observed drained)."""
 
 
 def counted(topic: str) -> bool:
@@ -126,7 +128,13 @@ def scale_decision(
     removed = removed_brokers(cluster, current, desired)
     reasons = [r for name in removed if (r := _describe(drains.get(name), name)) is not None]
     if current is None or not reasons:
-        return ScaleDecision(desired)
+        if not removed:
+            return ScaleDecision(desired)
+        message = (
+            f"scaling brokers down from {current} to {desired}: "
+            f"{', '.join(removed)} drained (no undrained messages)"
+        )
+        return ScaleDecision(desired, message=message, removing=tuple(removed))
     message = (
         f"scaling brokers down from {current} to {desired} waits until the brokers to remove "
         f"are drained: {'; '.join(reasons)}"

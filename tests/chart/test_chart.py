@@ -136,6 +136,10 @@ def test_restricted_security_defaults(helm: Helm) -> None:
     assert resources["limits"]["memory"]
     probes = container(objects)
     assert probes["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    # No Service environment variables: the Service <fullname>-metrics would otherwise give
+    # the operator RECONSUME_METRICS_PORT=tcp://..., which it reads as its own setting (on a
+    # node, the operator crash-looped on it).
+    assert pod["enableServiceLinks"] is False
 
 
 def test_namespaced_watch(helm: Helm) -> None:

@@ -229,7 +229,7 @@ def test_a_dead_letter_job_waits_for_its_group_then_runs_as_a_job_it_owns(
         "--filter", "reconsumeTimes >= 5",
         "--format", "json", "--path", "s3a://archive/dlq/",
         "--max-messages", "1000", "--dry-run",
-        "--master", "local[*]",
+        "--master", "local[2]",
         "--conf", "spark.driver.cores=2", "--conf", "spark.driver.memory=2g",
         "--conf", "spark.a=b",
         "--termination-log", "/dev/termination-log",
@@ -237,7 +237,8 @@ def test_a_dead_letter_job_waits_for_its_group_then_runs_as_a_job_it_owns(
     assert main.termination_message_policy == "FallbackToLogsOnError"
     assert main.security_context.allow_privilege_escalation is False
     assert main.security_context.capabilities.drop == ["ALL"]
-    assert main.resources.requests == {"cpu": "2", "memory": "2867Mi"}
+    # 2g, its overhead (40 %) and two local task slots of 256 MiB
+    assert main.resources.requests == {"cpu": "2", "memory": "3379Mi"}
 
     found = resources.wait_condition(DLJ, "orders-dlq", "True", "JobCreated")
     assert "orders-dlq-1" in found["message"]

@@ -17,6 +17,7 @@ from reconsume_operator.children import (
     BROKER_HTTP_PORT,
     CONFIG_DIR,
     CONFIG_FILE,
+    CONFIG_HASH_ANNOTATION,
     broker_names,
     children,
     name_server,
@@ -153,3 +154,17 @@ def test_adopting_sets_the_owner_reference() -> None:
 @pytest.mark.parametrize("count", [1, 2, 5])
 def test_broker_names_are_the_pod_names(count: int) -> None:
     assert broker_names("orders", count) == [f"orders-broker-{n}" for n in range(count)]
+
+
+def test_a_settings_change_rolls_the_brokers_and_nothing_else_does() -> None:
+    def template(**spec: object) -> dict[str, object]:
+        objects = by_kind(children(cluster_spec(resource(**spec), "img:1")))
+        return objects[("StatefulSet", "orders-broker")]["spec"]["template"]
+
+    base = template()
+    annotation = base["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
+    assert template()["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] == annotation
+    # The brokers read their settings file once: a change of it must change the pod template.
+    for changed in ({"delayLevels": "1s 2s"}, {"flush": "Sync"}, {"retentionHours": 1}):
+        assert template(**changed)["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] != annotation
+    assert template(brokers=5)["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] == annotation

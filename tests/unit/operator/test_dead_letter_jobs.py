@@ -22,6 +22,7 @@ from reconsume_operator.dead_letter_jobs import (
     command,
     cron_job,
     cron_job_name,
+    driver_resources,
     job,
     label_value,
     memory_mib,
@@ -99,7 +100,8 @@ def test_a_drain_runs_reconsume_dlq_with_every_flag_of_its_spec() -> None:
         "--format", "json", "--path", "s3a://archive/dlq/",
         "--max-messages", "1000", "--dry-run",
     ]  # fmt: skip
-    assert argv[argv.index("--master") + 1] == "local[*]"
+    # local[*]: as many task slots as the pod's cores, not the node's
+    assert argv[argv.index("--master") + 1] == "local[1]"
     assert argv[-2:] == ["--termination-log", "/dev/termination-log"]
     # a local master: the driver's resources only (executors do not exist)
     assert conf_flags(argv) == {"spark.driver.cores": "1", "spark.driver.memory": "1g"}
@@ -181,10 +183,11 @@ def test_the_job_runs_once_restricted_with_the_drivers_resources_and_an_owner() 
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    # 1g of driver memory plus the Python driver's overhead: max(384 MiB, 40 %)
+    # 1g of driver memory plus the Python driver's overhead, max(384 MiB, 40 %), plus one
+    # task slot's Python worker (256 MiB)
     assert main["resources"] == {
-        "requests": {"cpu": "1", "memory": "1433Mi"},
-        "limits": {"memory": "1433Mi"},
+        "requests": {"cpu": "1", "memory": "1689Mi"},
+        "limits": {"memory": "1689Mi"},
     }
     assert "env" not in main
 
@@ -445,3 +448,25 @@ def test_the_dlq_jobs_image_and_entry_point_are_operator_settings() -> None:
         {"RECONSUME_DLQ_JOBS_IMAGE": "my/dlq:3", "RECONSUME_DLQ_JOBS_MAIN_FILE": "local:///m.py"}
     )
     assert (config.dlq_jobs_image, config.dlq_jobs_main_file) == ("my/dlq:3", "local:///m.py")
+
+
+@pytest.mark.parametrize(
+    ("master", "cores", "runs", "memory"),
+    [
+        ("local[*]", 1, "local[1]", "256Mi"),
+        ("local[*]", 3, "local[3]", "768Mi"),
+        ("local[*,2]", 2, "local[2,2]", "512Mi"),
+        ("local[4]", 1, "local[4]", "1024Mi"),
+        ("local", 2, "local", "256Mi"),
+        ("spark://master:7077", 2, "spark://master:7077", "0Mi"),
+    ],
+)
+def test_a_local_master_runs_the_pods_cores_and_sizes_their_workers(
+    master: str, cores: int, runs: str, memory: str
+) -> None:
+    spec = spec_of(spark={"master": master, "driver": {"cores": cores, "memory": "512m"}})
+    argv = command(spec, SOURCE, IMAGE)
+    assert argv[argv.index("--master") + 1] == runs
+    # 512m heap + 384 MiB overhead + 256 MiB per local task slot
+    requested = int(driver_resources(spec)["requests"]["memory"].removesuffix("Mi"))
+    assert requested - 512 - 384 == int(memory.removesuffix("Mi"))

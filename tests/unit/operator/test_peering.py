@@ -55,3 +55,12 @@ def test_priority_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECONSUME_PEERING_PRIORITY", "random")
     assert 1 <= (peering_priority(args) or 0) <= 2**31 - 1
     assert peering_priority(build_parser().parse_args(["-A", "--priority", "3"])) == 3
+
+
+def test_a_service_link_variable_in_a_setting_is_named() -> None:
+    # What Kubernetes gives a pod for a Service named reconsume-metrics in its namespace.
+    env = {"RECONSUME_METRICS_PORT": "tcp://10.96.0.119:9090"}
+    with pytest.raises(
+        ValueError, match=r"RECONSUME_METRICS_PORT='tcp://10\.96\.0\.119:9090'.*enableServiceLinks"
+    ):
+        OperatorConfig.from_env(env)

@@ -46,6 +46,13 @@ def test_drained_brokers_are_removed() -> None:
     }
     decision = scale_decision("orders", 4, 2, drains)
     assert (decision.replicas, decision.blocked) == (2, False)
+    # What the ScalingDown event says.
+    assert decision.removing == ("orders-broker-2", "orders-broker-3")
+    assert decision.message == (
+        "scaling brokers down from 4 to 2: orders-broker-2, orders-broker-3 drained "
+        "(no undrained messages)"
+    )
+    assert scale_decision("orders", 2, 2, {}).removing == ()
 
 
 def test_undrained_messages_keep_the_replicas_and_name_broker_and_count() -> None:
