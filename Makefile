@@ -73,35 +73,43 @@ $(JAVA_CLIENT_STAMP): $(JAVA_CLIENT)/pom.xml $(JAVA_CLIENT_SOURCES)
 ## compat-deps: also the Java client driver (Maven artifacts cached under $(CACHE_DIR)/m2)
 compat-deps: $(JAVA_CLIENT_STAMP)
 
-# The k8s tier's control plane. kube-apiserver is built from tools/kube-apiserver (a Go module
-# pinning k8s.io/kubernetes) once per version and cached as $(CACHE_DIR)/bin/kube-apiserver-<version>,
-# with Go's module and build caches under $(CACHE_DIR)/go; etcd is Debian's etcd-server, installed
-# with apt-get when running as root. Without Go, or etcd and a way to install it, this only warns:
-# the k8s tests then fail in CI and skip elsewhere.
-KUBE_APISERVER_MODULE := tools/kube-apiserver
-KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" || $$2 == "k8s.io/kubernetes" {print $$NF; exit}' $(KUBE_APISERVER_MODULE)/go.mod)
+# The Kubernetes binaries of the k8s and node tiers: tools/kube (a Go module pinning
+# k8s.io/kubernetes) builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+# kube-proxy, kubectl and the pod sandbox's pause program in one `go build` (they share most
+# packages), and tools/coredns builds CoreDNS; all cached in $(KUBE_BIN_DIR), once per version,
+# with Go's module and build caches under $(CACHE_DIR)/go. Without Go this only warns: the k8s
+# and node tests then fail in CI and skip elsewhere.
+KUBE_MODULE := tools/kube
+COREDNS_MODULE := tools/coredns
+KUBE_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" || $$2 == "k8s.io/kubernetes" {print $$NF; exit}' $(KUBE_MODULE)/go.mod)
+COREDNS_VERSION := $(shell awk '$$1 == "github.com/coredns/coredns" || $$2 == "github.com/coredns/coredns" {print $$NF; exit}' $(COREDNS_MODULE)/go.mod)
 KUBE_VERSION_PARTS := $(subst ., ,$(patsubst v%,%,$(KUBE_VERSION)))
-export KUBE_APISERVER := $(CACHE_DIR)/bin/kube-apiserver-$(KUBE_VERSION)
-KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
-	-X k8s.io/component-base/version.gitMajor=$(word 1,$(KUBE_VERSION_PARTS)) \
-	-X k8s.io/component-base/version.gitMinor=$(word 2,$(KUBE_VERSION_PARTS)) \
-	-X k8s.io/component-base/version.gitTreeState=clean
+export KUBE_BIN_DIR := $(CACHE_DIR)/bin/kube-$(KUBE_VERSION)-coredns-$(COREDNS_VERSION)
+KUBE_BIN_STAMP := $(KUBE_BIN_DIR)/.built-$(shell cat $(KUBE_MODULE)/go.sum $(COREDNS_MODULE)/go.sum $(KUBE_MODULE)/cmd/*/main.go $(COREDNS_MODULE)/main.go | cksum | cut -d' ' -f1)
+KUBE_LDFLAGS := -s -w $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version, \
+	-X $(pkg).gitVersion=$(KUBE_VERSION) -X $(pkg).gitMajor=$(word 1,$(KUBE_VERSION_PARTS)) \
+	-X $(pkg).gitMinor=$(word 2,$(KUBE_VERSION_PARTS)) -X $(pkg).gitTreeState=clean)
+GO_ENV := GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build GOTOOLCHAIN=local CGO_ENABLED=0
 
-$(KUBE_APISERVER):
+$(KUBE_BIN_STAMP): $(KUBE_MODULE)/go.mod $(KUBE_MODULE)/go.sum $(COREDNS_MODULE)/go.mod $(COREDNS_MODULE)/go.sum
 	@if command -v go >/dev/null 2>&1; then \
-		echo "make: building kube-apiserver $(KUBE_VERSION) (once per version; minutes)" \
-		&& mkdir -p $(dir $@) \
-		&& cd $(KUBE_APISERVER_MODULE) \
-		&& export GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build GOTOOLCHAIN=local \
-		&& go mod download \
-		&& CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags '$(KUBE_LDFLAGS)' -o $@.tmp . \
-		&& mv $@.tmp $@; \
+		echo "make: building Kubernetes $(KUBE_VERSION) and CoreDNS $(COREDNS_VERSION) (once per version; minutes)" \
+		&& rm -rf $(KUBE_BIN_DIR) && mkdir -p $(KUBE_BIN_DIR).tmp \
+		&& (cd $(KUBE_MODULE) && $(GO_ENV) go build -trimpath -buildvcs=false \
+			-ldflags '$(KUBE_LDFLAGS)' -o $(KUBE_BIN_DIR).tmp/ ./cmd/...) \
+		&& (cd $(COREDNS_MODULE) && $(GO_ENV) go build -trimpath -buildvcs=false -ldflags '-s -w' \
+			-o $(KUBE_BIN_DIR).tmp/coredns .) \
+		&& mv $(KUBE_BIN_DIR).tmp $(KUBE_BIN_DIR) && touch $@; \
 	else \
-		echo "make: go not found, not building kube-apiserver (the k8s tests need it)"; \
+		echo "make: go not found, not building the Kubernetes binaries (the k8s and node tests need them)"; \
 	fi
 
-## k8s-deps: etcd (Debian's etcd-server) and kube-apiserver (built once, cached under $(CACHE_DIR))
-k8s-deps: $(KUBE_APISERVER)
+.PHONY: kube-bin
+## kube-bin: the Kubernetes components, kubectl and CoreDNS (built once, cached under $(CACHE_DIR))
+kube-bin: $(KUBE_BIN_STAMP)
+
+## k8s-deps: etcd (Debian's etcd-server) and kube-apiserver (kube-bin)
+k8s-deps: kube-bin
 	@if [ -z "$$ETCD" ] && ! command -v etcd >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "make: installing etcd-server (apt-get)"; \
@@ -113,6 +121,53 @@ k8s-deps: $(KUBE_APISERVER)
 		else \
 			echo "make: etcd not found, not installing etcd-server (needs apt-get as root; the k8s tests need it)"; \
 		fi; \
+	fi
+
+# The node tier: Debian's containerd, runc, CNI plugins, iptables and the image tools (buildah,
+# mmdebstrap), installed with apt-get when running as root; the Kubernetes binaries (kube-bin);
+# reconsume's images built from its Dockerfiles with base images made here from Debian packages
+# (`make images`, exported as docker-archive files under $(IMAGE_ARCHIVES)); and the node's own
+# pause and CoreDNS images. Without apt-get as root this only warns: the node tests then fail
+# in CI and skip elsewhere.
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables buildah mmdebstrap
+export RECONSUME_IMAGE_ARCHIVES ?= $(CACHE_DIR)/images
+
+.PHONY: node-packages images node-deps
+node-packages:
+	@missing=""; for tool in containerd runc iptables buildah mmdebstrap; do \
+		command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	test -x /usr/lib/cni/bridge || missing="$$missing containernetworking-plugins"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing$$missing (apt-get)"; \
+			log=$$(mktemp) \
+			&& { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends $(NODE_PACKAGES); } >"$$log" 2>&1 \
+			|| { cat "$$log"; rm -f "$$log"; exit 1; }; \
+			rm -f "$$log"; \
+		else \
+			echo "make: not installed:$$missing (needs apt-get as root; the node tests need them)"; \
+		fi; \
+	fi
+
+## images: reconsume's three images from its Dockerfiles, with buildah (tools/build_images.py);
+## IMAGE_BASE=debian makes the base images from Debian packages (no registry needed);
+## IMAGE_REPOSITORY=<registry>/<path> names them there, PUSH=1 pushes them
+IMAGE_BASE ?= public
+IMAGE_REPOSITORY ?= ghcr.io/reconsume
+images: $(STAMP)
+	$(BIN)/python tools/build_images.py --base $(IMAGE_BASE) --repository $(IMAGE_REPOSITORY) \
+		--archives $(RECONSUME_IMAGE_ARCHIVES) $(if $(PUSH),--push)
+
+## node-deps: what the node tier needs: packages, kube-bin, the images (Debian bases) and the
+## node's pause and CoreDNS images
+node-deps: node-packages kube-bin $(STAMP)
+	@if command -v buildah >/dev/null 2>&1 && command -v mmdebstrap >/dev/null 2>&1 \
+			&& [ "$$(id -u)" = 0 ] && [ -x $(KUBE_BIN_DIR)/pause ]; then \
+		$(MAKE) --no-print-directory images IMAGE_BASE=debian \
+		&& $(BIN)/python -m tests.node.images $(KUBE_BIN_DIR); \
+	else \
+		echo "make: not building the node tier's images (needs root, buildah, mmdebstrap and kube-bin)"; \
 	fi
 
 # The chart tier's helm, built with `go install` once per version and cached as
@@ -165,7 +220,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 ## test: lint, then every test tier
-test: lint compat-deps k8s-deps chart-deps
+test: lint compat-deps k8s-deps chart-deps node-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # The Java side of the comparison with Apache RocketMQ (bench/java: RocketMQ's 5.3 servers from

@@ -84,20 +84,33 @@ def run_driver(
 ) -> DriverRun:
     """Run one scenario to its end (``options`` become ``--name=value``, ``_`` as ``-``) and
     assert it finished: exit 0 after its "done" event."""
+    return run_driver_at(java_client, cluster.namesrv.address, scenario, state_dir, **options)
+
+
+def run_driver_at(
+    java_client: JavaClient,
+    namesrv: str,
+    scenario: str,
+    state_dir: Path,
+    timeout_s: float = DRIVER_TIMEOUT_S,
+    **options: object,
+) -> DriverRun:
+    """:func:`run_driver` against the name server(s) at ``namesrv``; the driver gives up
+    after ``timeout_s`` - 10 s."""
     args = [
-        f"--namesrv={cluster.namesrv.address}",
-        f"--timeout-ms={(DRIVER_TIMEOUT_S - 10) * 1000}",
+        f"--namesrv={namesrv}",
+        f"--timeout-ms={int(timeout_s - 10) * 1000}",
         *(f"--{name.replace('_', '-')}={value}" for name, value in options.items()),
     ]
     command = java_client.command(scenario, *args, state_dir=state_dir)
     try:
         completed = subprocess.run(
-            command, capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S, check=False
+            command, capture_output=True, text=True, timeout=timeout_s, check=False
         )
     except subprocess.TimeoutExpired as exc:
         output = exc.stdout or b""
         text = output.decode(errors="replace") if isinstance(output, bytes) else output
-        pytest.fail(f"Java driver hung past {DRIVER_TIMEOUT_S}s; its output:\n{text[-4000:]}")
+        pytest.fail(f"Java driver hung past {timeout_s}s; its output:\n{text[-4000:]}")
     sequence = [json.loads(line) for line in completed.stdout.splitlines()]
     events: dict[str, list[Event]] = {}
     for event in sequence:

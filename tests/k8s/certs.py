@@ -33,6 +33,8 @@ class Credentials:
     """The service-account token signing key (private)."""
     service_account_public_key: Path
     """Its public half, which verifies the tokens."""
+    authority: Authority
+    """The CA, for more certificates (a node's components each have their own)."""
 
 
 def _name(common_name: str, organization: str | None = None) -> x509.Name:
@@ -109,58 +111,94 @@ def _leaf(
     return builder.sign(ca_key, hashes.SHA256()), key
 
 
-def make_credentials(directory: Path) -> Credentials:
-    """Generate every key and certificate into ``directory`` (created if needed)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_subject = _name("reconsume-test-ca")
-    ca = (
-        _builder(ca_subject, ca_subject, ca_key)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
+class Authority:
+    """A CA that signs serving and client certificates into ``directory``."""
+
+    def __init__(self, directory: Path, common_name: str = "reconsume-test-ca") -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        subject = _name(common_name)
+        self.certificate = (
+            _builder(subject, subject, self.key)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(self.key, hashes.SHA256())
         )
-        .sign(ca_key, hashes.SHA256())
+        self.cert_path = _write(
+            directory / "ca.crt", self.certificate.public_bytes(serialization.Encoding.PEM)
+        )
+        self.key_path = _write(directory / "ca.key", _key_pem(self.key))
+
+    def _issue(
+        self,
+        stem: str,
+        subject: x509.Name,
+        usage: x509.ObjectIdentifier,
+        names: list[x509.GeneralName],
+    ) -> tuple[Path, Path]:
+        certificate, key = _leaf(self.certificate, self.key, subject, usage, names)
+        pem = serialization.Encoding.PEM
+        return (
+            _write(self.directory / f"{stem}.crt", certificate.public_bytes(pem)),
+            _write(self.directory / f"{stem}.key", _key_pem(key)),
+        )
+
+    def server(
+        self, stem: str, common_name: str, ips: list[str], dns_names: list[str]
+    ) -> tuple[Path, Path]:
+        """A serving certificate for those addresses and names: its certificate and key."""
+        names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+        names += [x509.DNSName(name) for name in dns_names]
+        return self._issue(stem, _name(common_name), ExtendedKeyUsageOID.SERVER_AUTH, names)
+
+    def client(self, stem: str, user: str, group: str | None = None) -> tuple[Path, Path]:
+        """A client certificate of ``user`` (in ``group``): its certificate and key."""
+        return self._issue(stem, _name(user, group), ExtendedKeyUsageOID.CLIENT_AUTH, [])
+
+
+def make_credentials(
+    directory: Path, serving_ips: tuple[str, ...] = (), serving_names: tuple[str, ...] = ()
+) -> Credentials:
+    """Generate every key and certificate into ``directory`` (created if needed). The serving
+    certificate is for 127.0.0.1 and localhost, and ``serving_ips`` and ``serving_names``."""
+    authority = Authority(directory)
+    serving_cert, serving_key = authority.server(
+        "apiserver",
+        "kube-apiserver",
+        ["127.0.0.1", *serving_ips],
+        ["localhost", *serving_names],
     )
-    serving, serving_key = _leaf(
-        ca,
-        ca_key,
-        _name("kube-apiserver"),
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [
-            x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
-            x509.DNSName("localhost"),
-        ],
-    )
-    client, client_key = _leaf(
-        ca, ca_key, _name(CLIENT_USER, CLIENT_GROUP), ExtendedKeyUsageOID.CLIENT_AUTH, []
-    )
+    client_cert, client_key = authority.client("client", CLIENT_USER, CLIENT_GROUP)
     pem = serialization.Encoding.PEM
     service_account_key = ec.generate_private_key(ec.SECP256R1())
     service_account_public_key = service_account_key.public_key().public_bytes(
         pem, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     return Credentials(
-        ca_cert=_write(directory / "ca.crt", ca.public_bytes(pem)),
-        serving_cert=_write(directory / "apiserver.crt", serving.public_bytes(pem)),
-        serving_key=_write(directory / "apiserver.key", _key_pem(serving_key)),
-        client_cert=_write(directory / "client.crt", client.public_bytes(pem)),
-        client_key=_write(directory / "client.key", _key_pem(client_key)),
+        ca_cert=authority.cert_path,
+        serving_cert=serving_cert,
+        serving_key=serving_key,
+        client_cert=client_cert,
+        client_key=client_key,
         service_account_key=_write(
             directory / "service-account.key", _key_pem(service_account_key)
         ),
         service_account_public_key=_write(
             directory / "service-account.pub", service_account_public_key
         ),
+        authority=authority,
     )

@@ -26,8 +26,9 @@ import kubernetes.client
 from .certs import CLIENT_USER, Credentials, make_credentials
 
 REPO = Path(__file__).resolve().parents[2]
-KUBE_APISERVER_MODULE = REPO / "tools" / "kube-apiserver"
-"""The Go module that builds kube-apiserver (``make k8s-deps``)."""
+KUBE_MODULE = REPO / "tools" / "kube"
+"""The Go module that builds kube-apiserver and the node's components (``make kube-bin``)."""
+COREDNS_MODULE = REPO / "tools" / "coredns"
 CACHE_DIR = Path.home() / ".cache" / "reconsume"
 
 START_TIMEOUT_S = 90.0
@@ -39,21 +40,35 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 T = TypeVar("T")
 
 
-def kube_version() -> str:
-    """The ``k8s.io/kubernetes`` version ``tools/kube-apiserver/go.mod`` requires."""
-    for line in (KUBE_APISERVER_MODULE / "go.mod").read_text().splitlines():
-        fields = line.split("//")[0].split()  # `require k8s.io/kubernetes vX`, or in a block
-        if len(fields) >= 2 and fields[-2] == "k8s.io/kubernetes" and "=>" not in fields:
+def required_version(module_dir: Path, module: str) -> str:
+    """The version of ``module`` the go.mod in ``module_dir`` requires."""
+    for line in (module_dir / "go.mod").read_text().splitlines():
+        fields = line.split("//")[0].split()  # `require <module> vX`, or in a block
+        if len(fields) >= 2 and fields[-2] == module and "=>" not in fields:
             return fields[-1]
-    raise AssertionError(f"no k8s.io/kubernetes requirement in {KUBE_APISERVER_MODULE}/go.mod")
+    raise AssertionError(f"no {module} requirement in {module_dir}/go.mod")
+
+
+def kube_version() -> str:
+    """The ``k8s.io/kubernetes`` version ``tools/kube/go.mod`` requires."""
+    return required_version(KUBE_MODULE, "k8s.io/kubernetes")
+
+
+def kube_bin_dir() -> Path:
+    """Where ``make kube-bin`` caches the Kubernetes binaries (``$KUBE_BIN_DIR`` overrides it)."""
+    override = os.environ.get("KUBE_BIN_DIR")
+    if override:
+        return Path(override)
+    coredns = required_version(COREDNS_MODULE, "github.com/coredns/coredns")
+    return CACHE_DIR / "bin" / f"kube-{kube_version()}-coredns-{coredns}"
 
 
 def default_kube_apiserver() -> Path:
-    """Where ``make k8s-deps`` caches the binary (``$KUBE_APISERVER`` overrides it)."""
+    """The kube-apiserver ``make kube-bin`` built (``$KUBE_APISERVER`` overrides it)."""
     override = os.environ.get("KUBE_APISERVER")
     if override:
         return Path(override)
-    return CACHE_DIR / "bin" / f"kube-apiserver-{kube_version()}"
+    return kube_bin_dir() / "kube-apiserver"
 
 
 def free_ports(count: int) -> list[int]:
@@ -143,13 +158,17 @@ class ControlPlane:
     """A running kube-apiserver (and its etcd), reached as a member of ``system:masters``."""
 
     server: str
-    """``https://127.0.0.1:<port>``"""
+    """``https://<address>:<port>`` (127.0.0.1 in the k8s tier)"""
     kubeconfig: Path
     """A kubeconfig with the credentials inline (context ``reconsume-test``), for tools and
     for ``KUBECONFIG``."""
     credentials: Credentials
     logs: dict[str, Path]
     """Each process's log, by name (``etcd``, ``kube-apiserver``)."""
+
+    @property
+    def host(self) -> str:
+        return self.server.removeprefix("https://").rsplit(":", 1)[0]
 
     @property
     def port(self) -> int:
@@ -163,7 +182,7 @@ class ControlPlane:
     def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
         """An authenticated ``GET path``: the status and the body."""
         connection = http.client.HTTPSConnection(
-            "127.0.0.1", self.port, context=self.ssl_context(), timeout=timeout_s
+            self.host, self.port, context=self.ssl_context(), timeout=timeout_s
         )
         return http_status(connection, path)
 

@@ -1,8 +1,4 @@
-// Command kube-apiserver is the Kubernetes API server, unchanged, for the k8s test tier.
-//
-// k8s.io/kubernetes cannot be installed with `go install` (its go.mod has replace directives
-// for the staging modules), so this module requires it as a library and replaces each staging
-// module by its published release. Built and cached by `make k8s-deps`.
+// Command kube-apiserver is the Kubernetes API server, unchanged (upstream cmd/kube-apiserver).
 package main
 
 import (
