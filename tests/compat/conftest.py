@@ -125,6 +125,11 @@ class JavaClient:
 @pytest.fixture(scope="session")
 def java_client() -> JavaClient:
     """The Java client driver (Apache RocketMQ's Java client, pinned by ``java/pom.xml``)."""
+    return find_java_client()
+
+
+def find_java_client() -> JavaClient:
+    """:func:`java_client`, for other tiers' fixtures."""
     java = shutil.which("java")
     if java is None:
         missing("java is not installed (Debian: apt-get install openjdk-17-jdk-headless maven)")

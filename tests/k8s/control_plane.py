@@ -117,9 +117,16 @@ class Process:
 
 
 def start(
-    name: str, command: list[str], workdir: Path, env: dict[str, str] | None = None
+    name: str,
+    command: list[str],
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    *,
+    log_dir: Path | None = None,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> Process:
-    log = workdir / f"{name}.log"
+    """``command`` in ``workdir``, its output in ``<log_dir or workdir>/<name>.log``."""
+    log = (log_dir or workdir) / f"{name}.log"
     with log.open("wb") as out:
         popen = subprocess.Popen(
             command,
@@ -128,6 +135,7 @@ def start(
             stderr=subprocess.STDOUT,
             cwd=workdir,
             env={**os.environ, **(env or {})},
+            preexec_fn=preexec_fn,
         )
     return Process(name, popen, log)
 

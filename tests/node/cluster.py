@@ -14,25 +14,24 @@ routes; then the cgroups go and the kernel tunables are put back.
 from __future__ import annotations
 
 import http.client
-import json
 import signal
 import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import kubernetes.client
 from kubernetes.client.rest import ApiException
 
-from tests.k8s.certs import Credentials, make_credentials
-from tests.k8s.control_plane import ControlPlane, Process, etcd_env, log_tail, write_kubeconfig
+from tests.k8s import control_plane
+from tests.k8s.control_plane import ControlPlane, Process, etcd_env, write_kubeconfig
 
 from . import addons, configs, host, images
 from .configs import API_PORT, Layout
+from .node import Node
+from .pki import make_pki
 from .provisioner import LocalProvisioner
 
 START_TIMEOUT_S = 180.0
@@ -67,90 +66,6 @@ def _unverified() -> ssl.SSLContext:
     return context
 
 
-@dataclass
-class Node:
-    """A running node, administered as a member of ``system:masters``."""
-
-    layout: Layout
-    plane: ControlPlane
-    kube_bin_dir: Path
-    namespaces: host.Namespaces
-    processes: dict[str, Process]
-    provisioner: LocalProvisioner
-    images: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.plane.kubeconfig
-
-    @property
-    def kubectl_binary(self) -> Path:
-        return self.kube_bin_dir / "kubectl"
-
-    def kubectl(
-        self, *args: str, check: bool = True, stdin: str | None = None, timeout_s: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        """The real kubectl against this node; a failure names the command and its output."""
-        command = [str(self.kubectl_binary), f"--kubeconfig={self.kubeconfig}", *args]
-        result = subprocess.run(
-            command, capture_output=True, text=True, input=stdin, timeout=timeout_s
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited with {result.returncode}:\n"
-                f"{result.stdout}\n{result.stderr}"
-            )
-        return result
-
-    def kubectl_json(self, *args: str) -> Any:
-        return json.loads(self.kubectl(*args, "-o", "json").stdout)
-
-    def apply(self, documents: list[dict[str, Any]]) -> None:
-        self.kubectl(
-            "apply",
-            "-f",
-            "-",
-            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}),
-        )
-
-    def log_tails(self, lines: int = 40) -> str:
-        return "\n\n".join(
-            f"== {name} ({process.log}):\n{log_tail(process.log, lines)}"
-            for name, process in self.processes.items()
-        )
-
-
-def _write_kubeconfig(
-    layout: Layout, component: str, credentials: Credentials, user: str, group: str | None
-) -> Path:
-    cert, key = credentials.authority.client(f"{component}-client", user, group)
-    server = f"https://127.0.0.1:{API_PORT}"
-    component_credentials = Credentials(
-        ca_cert=credentials.ca_cert,
-        serving_cert=credentials.serving_cert,
-        serving_key=credentials.serving_key,
-        client_cert=cert,
-        client_key=key,
-        service_account_key=credentials.service_account_key,
-        service_account_public_key=credentials.service_account_public_key,
-        authority=credentials.authority,
-    )
-    return write_kubeconfig(layout.kubeconfig(component), server, component_credentials)
-
-
-def make_pki(layout: Layout) -> Credentials:
-    credentials = make_credentials(layout.pki, configs.API_SERVING_IPS, configs.API_SERVING_NAMES)
-    authority = credentials.authority
-    authority.server("kubelet", host.NODE_NAME, [host.NODE_ADDRESS], [host.NODE_NAME])
-    authority.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters")
-    _write_kubeconfig(
-        layout, "kubelet", credentials, f"system:node:{host.NODE_NAME}", "system:nodes"
-    )
-    for component in ("kube-controller-manager", "kube-scheduler", "kube-proxy"):
-        _write_kubeconfig(layout, component, credentials, f"system:{component}", None)
-    return credentials
-
-
 class Starter:
     """Starts the node's processes in its namespaces and stops them in reverse order."""
 
@@ -161,21 +76,15 @@ class Starter:
         self.complaints: list[str] = []
 
     def start(self, name: str, command: list[str], env: dict[str, str] | None = None) -> Process:
-        log = self.layout.logs / f"{name}.log"
-        with log.open("wb") as out:
-            popen = subprocess.Popen(
-                [*self.namespaces.enter(), *command],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.layout.root,
-                env={
-                    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    **(env or {}),
-                },
-                preexec_fn=host.die_with_parent,
-            )
-        process = Process(name, popen, log)
+        """``command`` in the node's namespaces; it dies with the test process."""
+        process = control_plane.start(
+            name,
+            [*self.namespaces.enter(), *command],
+            self.layout.root,
+            env,
+            log_dir=self.layout.logs,
+            preexec_fn=host.die_with_parent,
+        )
         self.processes[name] = process
         return process
 
@@ -319,10 +228,15 @@ def running_node(workdir: Path, kube_bin_dir: Path, etcd: Path) -> Iterator[Node
         starter = Starter(layout, namespaces)
         stack.callback(_stop_processes, starter)
         deadline = time.monotonic() + START_TIMEOUT_S
-        bin_ = kube_bin_dir.__truediv__
 
-        starter.start("etcd", configs.etcd_command(etcd, layout), etcd_env())
-        starter.start("kube-apiserver", configs.apiserver_command(bin_("kube-apiserver"), layout))
+        starter.start(
+            "etcd",
+            control_plane.etcd_command(
+                etcd, layout.etcd, configs.ETCD_CLIENT_PORT, configs.ETCD_PEER_PORT
+            ),
+            etcd_env(),
+        )
+        starter.start("kube-apiserver", configs.apiserver_command(kube_bin_dir, layout))
         server = f"https://{host.NODE_ADDRESS}:{API_PORT}"
         plane = ControlPlane(
             server=server,
@@ -341,10 +255,10 @@ def running_node(workdir: Path, kube_bin_dir: Path, etcd: Path) -> Iterator[Node
         starter.wait(apiserver_ready, deadline, "kube-apiserver /readyz")
         starter.start(
             "kube-controller-manager",
-            configs.controller_manager_command(bin_("kube-controller-manager"), layout),
+            configs.controller_manager_command(kube_bin_dir, layout),
         )
-        starter.start("kube-scheduler", configs.scheduler_command(bin_("kube-scheduler"), layout))
-        (layout.root / "config" / "containerd.toml").write_text(configs.containerd_config(layout))
+        starter.start("kube-scheduler", configs.scheduler_command(kube_bin_dir, layout))
+        layout.config("containerd.toml").write_text(configs.containerd_config(layout))
         configs.write_json(
             layout.cni / "net.d" / "10-reconsume-node.conflist", configs.cni_config(layout)
         )
@@ -353,9 +267,9 @@ def running_node(workdir: Path, kube_bin_dir: Path, etcd: Path) -> Iterator[Node
         import_images(starter, known_images)
 
         configs.write_json(layout.config("kubelet.json"), configs.kubelet_config(layout))
-        starter.start("kubelet", configs.kubelet_command(bin_("kubelet"), layout))
+        starter.start("kubelet", configs.kubelet_command(kube_bin_dir, layout))
         configs.write_json(layout.config("kube-proxy.json"), configs.kube_proxy_config(layout))
-        starter.start("kube-proxy", configs.kube_proxy_command(bin_("kube-proxy"), layout))
+        starter.start("kube-proxy", configs.kube_proxy_command(kube_bin_dir, layout))
         context = _unverified()
         for name, port in (
             ("kube-controller-manager", configs.CONTROLLER_MANAGER_PORT),
@@ -372,15 +286,7 @@ def running_node(workdir: Path, kube_bin_dir: Path, etcd: Path) -> Iterator[Node
             provisioner = LocalProvisioner(plane.configuration(), layout.volumes)
             provisioner.start()
             stack.callback(provisioner.stop)
-            node = Node(
-                layout,
-                plane,
-                kube_bin_dir,
-                namespaces,
-                starter.processes,
-                provisioner,
-                known_images,
-            )
+            node = Node(layout, plane, kube_bin_dir, namespaces, starter.processes, provisioner)
             stack.callback(_delete_pods, node, starter)
             coredns_image = images.coredns_image(kube_bin_dir)
             node.apply([*addons.coredns(coredns_image), addons.storage_class()])

@@ -14,7 +14,6 @@ Settings that differ from a kubeadm node, and why (docs/testing.md has the full 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,67 +43,34 @@ STORAGE_CLASS = "reconsume-local"
 PROVISIONER = "reconsume.io/test-local-dir"
 
 
-@dataclass(frozen=True)
 class Layout:
     """Where everything of one node lives (under the session's temporary directory)."""
 
-    root: Path
-
-    @property
-    def pki(self) -> Path:
-        return self.root / "pki"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def etcd(self) -> Path:
-        return self.root / "etcd"
-
-    @property
-    def containerd(self) -> Path:
-        return self.root / "containerd"
-
-    @property
-    def containerd_socket(self) -> Path:
-        return self.containerd / "containerd.sock"
-
-    @property
-    def kubelet(self) -> Path:
-        return self.root / "kubelet"
-
-    @property
-    def pod_logs(self) -> Path:
-        return self.root / "pod-logs"
-
-    @property
-    def cni(self) -> Path:
-        return self.root / "cni"
-
-    @property
-    def volumes(self) -> Path:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.pki = root / "pki"
+        self.logs = root / "logs"
+        self.etcd = root / "etcd"
+        self.containerd = root / "containerd"
+        self.containerd_socket = self.containerd / "containerd.sock"
+        self.kubelet = root / "kubelet"
+        self.pod_logs = root / "pod-logs"
+        self.cni = root / "cni"
+        self.volumes = root / "volumes"
         """The local provisioner's directories, one per volume."""
-        return self.root / "volumes"
+        self.configs = root / "config"
 
     def kubeconfig(self, component: str) -> Path:
         return self.pki / f"{component}.kubeconfig"
 
     def config(self, name: str) -> Path:
-        return self.root / "config" / name
+        return self.configs / name
 
     def make(self) -> None:
         for directory in (
-            self.pki,
-            self.logs,
-            self.containerd,
-            self.kubelet,
-            self.pod_logs,
-            self.cni / "net.d",
-            self.cni / "ipam",
-            self.volumes,
-            self.root / "config",
-        ):
+            self.pki, self.logs, self.containerd, self.kubelet, self.pod_logs,
+            self.cni / "net.d", self.cni / "ipam", self.volumes, self.configs,
+        ):  # fmt: skip
             directory.mkdir(parents=True, exist_ok=True)
 
 
@@ -216,9 +182,9 @@ def kubelet_config(layout: Layout) -> dict[str, Any]:
     }
 
 
-def kubelet_command(binary: Path, layout: Layout) -> list[str]:
+def kubelet_command(bin_dir: Path, layout: Layout) -> list[str]:
     return [
-        str(binary),
+        str(bin_dir / "kubelet"),
         f"--config={layout.config('kubelet.json')}",
         f"--kubeconfig={layout.kubeconfig('kubelet')}",
         f"--root-dir={layout.kubelet}",
@@ -247,10 +213,10 @@ def kube_proxy_config(layout: Layout) -> dict[str, Any]:
     }
 
 
-def apiserver_command(binary: Path, layout: Layout) -> list[str]:
+def apiserver_command(bin_dir: Path, layout: Layout) -> list[str]:
     pki = layout.pki
     return [
-        str(binary),
+        str(bin_dir / "kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT_PORT}",
         "--bind-address=0.0.0.0",
         f"--secure-port={API_PORT}",
@@ -273,59 +239,43 @@ def apiserver_command(binary: Path, layout: Layout) -> list[str]:
     ]
 
 
-def controller_manager_command(binary: Path, layout: Layout) -> list[str]:
-    pki = layout.pki
-    kubeconfig = layout.kubeconfig("kube-controller-manager")
+def _controller_flags(layout: Layout, component: str, port: int) -> list[str]:
+    """What the controller manager and the scheduler share: their identity, and /healthz on
+    the node's address (reached from the machine)."""
+    kubeconfig = layout.kubeconfig(component)
     return [
-        str(binary),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         f"--bind-address={NODE_ADDRESS}",
-        f"--secure-port={CONTROLLER_MANAGER_PORT}",
+        f"--secure-port={port}",
         "--leader-elect=false",
+    ]
+
+
+def controller_manager_command(bin_dir: Path, layout: Layout) -> list[str]:
+    pki = layout.pki
+    return [
+        str(bin_dir / "kube-controller-manager"),
+        *_controller_flags(layout, "kube-controller-manager", CONTROLLER_MANAGER_PORT),
         "--use-service-account-credentials=true",
         f"--service-account-private-key-file={pki / 'service-account.key'}",
         f"--root-ca-file={pki / 'ca.crt'}",
         f"--cluster-signing-cert-file={pki / 'ca.crt'}",
         f"--cluster-signing-key-file={pki / 'ca.key'}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
-        # A pod stuck terminating on a node that is gone is not this tier's case; the node
-        # never goes away while it runs.
-        "--terminated-pod-gc-threshold=100",
     ]
 
 
-def scheduler_command(binary: Path, layout: Layout) -> list[str]:
-    kubeconfig = layout.kubeconfig("kube-scheduler")
+def scheduler_command(bin_dir: Path, layout: Layout) -> list[str]:
     return [
-        str(binary),
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        f"--bind-address={NODE_ADDRESS}",
-        f"--secure-port={SCHEDULER_PORT}",
-        "--leader-elect=false",
+        str(bin_dir / "kube-scheduler"),
+        *_controller_flags(layout, "kube-scheduler", SCHEDULER_PORT),
     ]
 
 
-def kube_proxy_command(binary: Path, layout: Layout) -> list[str]:
-    return [str(binary), f"--config={layout.config('kube-proxy.json')}", "--v=1"]
-
-
-def etcd_command(binary: Path, layout: Layout) -> list[str]:
-    client = f"http://127.0.0.1:{ETCD_CLIENT_PORT}"
-    peer = f"http://127.0.0.1:{ETCD_PEER_PORT}"
-    return [
-        str(binary),
-        "--name=default",
-        f"--data-dir={layout.etcd}",
-        f"--listen-client-urls={client}",
-        f"--advertise-client-urls={client}",
-        f"--listen-peer-urls={peer}",
-        f"--initial-advertise-peer-urls={peer}",
-        f"--initial-cluster=default={peer}",
-    ]
+def kube_proxy_command(bin_dir: Path, layout: Layout) -> list[str]:
+    return [str(bin_dir / "kube-proxy"), f"--config={layout.config('kube-proxy.json')}", "--v=1"]
 
 
 API_SERVING_IPS = ("127.0.0.1", NODE_ADDRESS, API_SERVICE_IP)

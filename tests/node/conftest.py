@@ -5,65 +5,25 @@ The tier needs root (namespaces, mounts, cgroups)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.chart.helm import Helm, require_helm
-from tests.compat.conftest import java_client  # noqa: F401  (the Java client driver)
-from tests.k8s.conftest import find_etcd, missing
-from tests.k8s.control_plane import kube_bin_dir
+from tests.compat.conftest import JavaClient, find_java_client
+from tests.k8s.conftest import missing
 
-from . import host, images
-from .cluster import Node, running_node
-from .configs import PAUSE_IMAGE
-
-NODE_BINARIES = (
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kubelet",
-    "kube-proxy",
-    "kubectl",
-    "coredns",
-    "pause",
-)
-
-
-def find_kube_bin_dir() -> Path:
-    directory = kube_bin_dir()
-    absent = [name for name in NODE_BINARIES if not (directory / name).is_file()]
-    if absent:
-        missing(f"{', '.join(absent)} not built in {directory}: run `make node-deps` (needs Go)")
-    return directory
-
-
-def check_images(bin_dir: Path) -> None:
-    known = images.index()
-    wanted = [PAUSE_IMAGE, images.coredns_image(bin_dir)]
-    absent = [name for name in wanted if name not in known]
-    absent += [
-        name
-        for name in images.PRODUCT_IMAGES
-        if not any(reference.rsplit("/", 1)[-1].startswith(f"{name}:") for reference in known)
-    ]
-    if absent:
-        missing(f"images not built ({', '.join(absent)}): run `make node-deps`")
+from .cluster import running_node
+from .node import Node
+from .prerequisites import prerequisites
+from .workloads import Installation, RetryGroup, retry_group
 
 
 @pytest.fixture(scope="package")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """A running one-node cluster, stopped once the tier's tests are done (see cluster.py)."""
-    if os.geteuid() != 0:
-        missing("the node tier needs root (namespaces, mounts, cgroups)")
-    tools = host.tools_missing()
-    if tools:
-        missing(f"not installed: {', '.join(tools)}: run `make node-deps` (Debian packages)")
-    etcd = find_etcd()
-    bin_dir = find_kube_bin_dir()
-    check_images(bin_dir)
+    etcd, bin_dir = prerequisites()
     workdir = tmp_path_factory.mktemp("node")
     with running_node(workdir, bin_dir, etcd) as cluster:
         yield cluster
@@ -72,3 +32,36 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 @pytest.fixture(scope="package")
 def helm() -> Helm:
     return require_helm(missing)
+
+
+@pytest.fixture(scope="package")
+def installation(node: Node, helm: Helm) -> Iterator[Installation]:
+    """The chart and the examples, made when a test first needs them (see workloads.py);
+    uninstalled at the end unless a test did."""
+    installed = Installation(node, helm)
+    yield installed
+    installed.uninstall()
+
+
+@pytest.fixture
+def installed(installation: Installation) -> Node:
+    """The operator installed and rolled out."""
+    return installation.ensure()
+
+
+@pytest.fixture
+def examples(installation: Installation) -> Node:
+    """The operator, and ``examples/`` applied: the BrokerCluster ``orders`` ready."""
+    return installation.ensure_examples()
+
+
+@pytest.fixture(scope="package")
+def java_client() -> JavaClient:
+    """Apache RocketMQ's Java client 4.9.8: the compat tier's driver (``make compat-deps``)."""
+    return find_java_client()
+
+
+@pytest.fixture
+def dead_letters(examples: Node, java_client: JavaClient, tmp_path: Path) -> RetryGroup:
+    """A Topic and ConsumerGroup of the test's own, dead letters in its DLQ (workloads.py)."""
+    return retry_group(examples, java_client, tmp_path)

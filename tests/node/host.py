@@ -18,8 +18,8 @@ containerd shims, CNI plugins and containers) runs inside one pair of namespaces
   process ends, even after a SIGKILL.
 
 What is global stays global, and is recorded before it is changed in a state file
-(:data:`STATE_FILE`) so that a later session puts it back if this one was killed
-(:func:`restore_leftovers`): the kubelet's kernel tunables (:data:`KERNEL_TUNABLES`) and the
+(:data:`STATE_FILE`, one per machine) so that a later session puts it back if this one was
+killed (:func:`restore_leftovers`): the kubelet's kernel tunables (:data:`KERNEL_TUNABLES`) and the
 pods' cgroups (under :data:`CGROUP_ROOT` in each cgroup v1 hierarchy).
 """
 
@@ -38,8 +38,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-CACHE_DIR = Path.home() / ".cache" / "reconsume"
-STATE_DIR = CACHE_DIR / "node"
+STATE_DIR = Path("/run/reconsume-node")
+"""The machine's, not a user's: the names, addresses and cgroups are the machine's too."""
 STATE_FILE = STATE_DIR / "state.json"
 """What a running node changed; removed once it is put back."""
 LOCK_FILE = STATE_DIR / "lock"
@@ -330,6 +330,10 @@ class HostState:
         write_tunables(self.tunables)
         if link_exists(HOST_LINK):
             found.append(HOST_LINK)
+            # Its namespace has no process left, but the kernel frees a network namespace only
+            # when its last socket is gone: connections of killed processes linger (up to two
+            # minutes here) and keep the veth pair. Deleting our end deletes both at once.
+            run(["ip", "link", "delete", HOST_LINK], check=False)
         wait_link_gone(timeout_s)
         STATE_FILE.unlink(missing_ok=True)
         return found

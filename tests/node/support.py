@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.chart.helm import CHART, Helm
+from tests.chart.helm import CHART
 
-from .cluster import Node
+from .node import Node
 
 T = TypeVar("T")
 
@@ -154,14 +154,6 @@ def broker_http_addresses(node: Node, namespace: str, cluster: str) -> list[str]
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coroutine)
-
-
-def helm_install(helm: Helm, node: Node, *sets: str) -> str:
-    args = ["install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE]
-    args += [f"--kubeconfig={node.kubeconfig}"]
-    for assignment in sets:
-        args += ["--set", assignment]
-    return helm.run(*args, timeout_s=120)
 
 
 def create_namespace(node: Node, name: str) -> None:

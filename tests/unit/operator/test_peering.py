@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import pytest
 
 from reconsume_operator.config import OperatorConfig
+from reconsume_operator.kube import KubeError
 from reconsume_operator.main import build_parser, config_from_args, peering_priority
-from reconsume_operator.peering import peering_objects
+from reconsume_operator.peering import ensure_peering, peering_objects
 
 
 def test_cluster_wide_operators_need_one_cluster_kopf_peering() -> None:
@@ -64,3 +68,47 @@ def test_a_service_link_variable_in_a_setting_is_named() -> None:
         ValueError, match=r"RECONSUME_METRICS_PORT='tcp://10\.96\.0\.119:9090'.*enableServiceLinks"
     ):
         OperatorConfig.from_env(env)
+
+
+class InstallerRace:
+    """A writer that may not create the peering object, which appears after ``appears_after``
+    looks (the chart creates it, after the operator's pods may have started)."""
+
+    def __init__(self, appears_after: int | None) -> None:
+        self.appears_after = appears_after
+        self.looks = 0
+
+    def create_missing(self, obj: dict[str, Any]) -> bool:
+        raise KubeError(f"{obj['kind']} reconsume: 403 Forbidden")
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.looks += 1
+        if self.appears_after is not None and self.looks > self.appears_after:
+            return {"kind": kind, "metadata": {"name": name}}
+        return None
+
+
+def test_startup_waits_for_a_peering_object_its_installer_creates(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    slept: list[float] = []
+    writer = InstallerRace(appears_after=3)
+    logger = logging.getLogger("test-peering")
+    with caplog.at_level(logging.INFO, logger="test-peering"):
+        ensure_peering(
+            writer, "reconsume", clusterwide=True, namespaces=(), logger=logger,  # type: ignore[arg-type]
+            wait_s=30, sleep=slept.append,
+        )  # fmt: skip
+    assert slept == [1.0, 1.0, 1.0]
+    assert "created by its installer" in caplog.text
+    assert "cannot create" not in caplog.text
+    # One that never appears: looked for until the deadline, then the warning.
+    never = InstallerRace(appears_after=None)
+    slept.clear()
+    with caplog.at_level(logging.INFO, logger="test-peering"):
+        ensure_peering(
+            never, "reconsume", clusterwide=True, namespaces=(), logger=logger,  # type: ignore[arg-type]
+            wait_s=5, sleep=slept.append,
+        )  # fmt: skip
+    assert (never.looks, len(slept)) == (5, 5)
+    assert "cannot create the peering object ClusterKopfPeering reconsume" in caplog.text
