@@ -121,6 +121,20 @@ CONTAINER_SECURITY: dict[str, Any] = {
 TMP_VOLUME = {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}
 """HOME and temporary files (the root file system is read-only)."""
 TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
+NAMESRV_RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"memory": "256Mi"},
+}
+"""A name server's resources unless ``spec.nameServerResources`` sets them: it is one small
+Python process (about 30 MiB resident when idle) that keeps the brokers' routes in memory and
+answers lookups, so a little CPU and a memory limit with room for many topics and brokers; no
+CPU limit, so lookups are not throttled."""
+
+
+def namesrv_resources(spec: ClusterSpec) -> dict[str, Any]:
+    """``spec.nameServerResources``, else :data:`NAMESRV_RESOURCES` (``{}`` sets none)."""
+    chosen = NAMESRV_RESOURCES if spec.name_server_resources is None else spec.name_server_resources
+    return {key: dict(value) for key, value in chosen.items()}
 
 
 def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
@@ -135,6 +149,9 @@ def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
         "securityContext": dict(CONTAINER_SECURITY),
         "volumeMounts": [dict(TMP_MOUNT)],
     }
+    resources = namesrv_resources(spec)
+    if resources:
+        container["resources"] = resources
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -4,7 +4,9 @@
 admin client. An operator-run cluster is ``Running`` once as many brokers as the spec asks for
 have registered, ``Degraded`` with fewer, ``Pending`` with none (or while its name servers do
 not answer yet); an external one is ``Running`` with any broker and ``Failed`` when its name
-servers do not answer.
+servers do not answer. ``readyBrokers`` (the ``BROKERS`` column) counts the brokers registered
+with a master, for both kinds; like ``brokers`` it is left as it was while the name servers do
+not answer.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def cluster_status(
         for b in brokers
     ]
     registered = sum(1 for b in brokers if b.master is not None)
+    fields["readyBrokers"] = registered
     if registered == 0:
         return ClusterStatus("Pending", False, "NoBrokers", "no broker is registered", fields)
     if not spec.external and registered < spec.brokers:

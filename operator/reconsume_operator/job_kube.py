@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from reconsume_operator.kube import ChildWriter, KubeError
+from reconsume_operator.kube import ChildWriter, KubeError, api_error
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -19,7 +19,7 @@ MERGE_PATCH = "application/merge-patch+json"
 class JobKube(ChildWriter):
     def _fail(self, what: str, exc: Exception) -> KubeError:
         if isinstance(exc, ApiException):
-            return KubeError(f"{what}: {exc.status} {exc.reason}: {exc.body!r}")
+            return api_error(what, exc)
         return KubeError(f"{what}: {exc}")
 
     def list(

@@ -1,8 +1,12 @@
 """Writing child objects to the API server: server-side apply through the ``kubernetes``
-package's dynamic client (blocking, so run in a thread), with the operator's field manager."""
+package's dynamic client (blocking, so run in a thread), with the operator's field manager.
+
+A refusal becomes a :class:`KubeError` whose text is what a condition shows:
+``<Kind> <name>: <status> <reason>: <the API server's message>`` (see :func:`api_error`)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -17,8 +21,39 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 FIELD_MANAGER = "reconsume-operator"
 
 
+BODY_TEXT_LIMIT = 512
+"""Characters kept of a response body that is not a Status object."""
+
+
 class KubeError(Exception):
     """The API server refused or did not answer a write of a child object."""
+
+
+def status_message(body: object) -> str:
+    """The ``message`` of the Status object in ``body`` (bytes or text, as ``ApiException``
+    holds it); else the body's text on one line, cut to :data:`BODY_TEXT_LIMIT` characters;
+    "" when there is none."""
+    if isinstance(body, bytes | bytearray):
+        text = bytes(body).decode("utf-8", errors="replace")
+    else:
+        text = "" if body is None else str(body)
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    if isinstance(document, dict):
+        message = document.get("message")
+        if isinstance(message, str) and message.strip():
+            return message.strip()
+    flat = " ".join(text.split())
+    return flat if len(flat) <= BODY_TEXT_LIMIT else flat[: BODY_TEXT_LIMIT - 1] + "…"
+
+
+def api_error(what: str, exc: ApiException) -> KubeError:
+    """``exc`` as ``<what>: <status> <reason>: <message>`` (``what`` is ``<Kind> <name>``)."""
+    head = f"{what}: {exc.status} {exc.reason}"
+    message = status_message(exc.body)
+    return KubeError(f"{head}: {message}" if message else head)
 
 
 def load_configuration() -> kubernetes.client.Configuration:
@@ -62,8 +97,7 @@ class ChildWriter:
                 force_conflicts=True,
             )
         except ApiException as exc:
-            what = f"{obj['kind']} {obj['metadata']['name']}"
-            raise KubeError(f"{what}: {exc.status} {exc.reason}: {exc.body!r}") from exc
+            raise api_error(f"{obj['kind']} {obj['metadata']['name']}", exc) from exc
         except (OSError, ConfigException) as exc:
             raise KubeError(f"{obj['kind']} {obj['metadata']['name']}: {exc}") from exc
 
@@ -84,8 +118,7 @@ class ChildWriter:
         except ApiException as exc:
             if exc.status == 409:  # AlreadyExists
                 return False
-            what = f"{obj['kind']} {obj['metadata']['name']}"
-            raise KubeError(f"{what}: {exc.status} {exc.reason}: {exc.body!r}") from exc
+            raise api_error(f"{obj['kind']} {obj['metadata']['name']}", exc) from exc
         except (OSError, ConfigException, ResourceNotFoundError) as exc:
             raise KubeError(f"{obj['kind']} {obj['metadata']['name']}: {exc}") from exc
         return True
@@ -99,7 +132,7 @@ class ChildWriter:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise KubeError(f"{kind} {name}: {exc.status} {exc.reason}: {exc.body!r}") from exc
+            raise api_error(f"{kind} {name}", exc) from exc
         except (OSError, ConfigException, ResourceNotFoundError) as exc:
             raise KubeError(f"{kind} {name}: {exc}") from exc
         document: dict[str, Any] = found.to_dict()

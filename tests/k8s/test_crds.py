@@ -1,10 +1,14 @@
 """The CRDs of ``crds/`` on a real API server: each installs, is structural and established,
 and the API server itself refuses invalid objects with a message that names the field —
-schema bounds, patterns and enums, the CEL rules, and immutability on update."""
+schema bounds, patterns and enums, the CEL rules, and immutability on update. What a user
+sees through the real ``kubectl``: an unknown field refused, a re-applied manifest accepted
+and a changed storage size refused, the printer columns before any reconcile."""
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +18,12 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
+from reconsume.topology.clusters import cluster_spec
+from reconsume_operator.children import broker_statefulset
+from reconsume_operator.kube import ChildWriter, KubeError
+
+from .conftest import missing
+from .control_plane import ControlPlane, kube_bin_dir
 from .operator_support import crds, namespace
 
 __all__ = ["crds", "namespace"]
@@ -121,6 +131,19 @@ UPDATES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
     ("topicName changed", topic(topicName="a"), topic(topicName="b"), "spec.topicName"),
     ("external added", cluster(), cluster(external={"nameServer": "a:1"}), "spec.external"),
     ("action changed", job(action="Reprocess"), job(action="Purge"), "spec.action"),
+    (
+        "storage size changed",
+        cluster(storage={"size": "10Gi"}),
+        cluster(storage={"size": "20Gi"}),
+        "spec.storage.size: Invalid value",
+    ),
+    ("storage added", cluster(), cluster(storage={"size": "1Gi"}), "spec.storage: Invalid"),
+    (
+        "storage class added",
+        cluster(storage={}),
+        cluster(storage={"storageClassName": "fast"}),
+        "spec.storage.storageClassName",
+    ),
 ]
 """Valid objects, and an update of each that the API server must refuse."""
 
@@ -215,3 +238,147 @@ def test_every_example_is_accepted_and_defaults_are_filled_in(
     assert minimal["spec"]["retry"]["maxTimes"] == 16
     assert minimal["spec"]["retry"]["queueNums"] == 1
     assert minimal["spec"]["retry"]["policy"] == {"type": "DelayLevels"}
+
+
+# ------------------------------------------------------------------------ through kubectl
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def kubectl(control_plane: ControlPlane, namespace: str) -> Kubectl:
+    """The real ``kubectl`` (``make kube-bin`` builds it beside kube-apiserver) on the test's
+    namespace; ``manifest`` goes to its standard input."""
+    binary = kube_bin_dir() / "kubectl"
+    if not binary.is_file():
+        missing(f"kubectl is not built ({binary}): run `make k8s-deps` (needs Go)")
+
+    def run(*args: str, manifest: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(binary), f"--kubeconfig={control_plane.kubeconfig}", "-n", namespace, *args],
+            input=None if manifest is None else yaml.safe_dump(manifest),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    return run
+
+
+def test_kubectl_refuses_an_unknown_field_by_default(
+    kubectl: Kubectl, namespace: str, api: kubernetes.client.ApiClient
+) -> None:
+    """kubectl asks for strict field validation (its default since 1.27); a client that does
+    not ask gets the field dropped (and a warning it may not show)."""
+    manifest = topic(foo=1)
+    refused = kubectl("apply", "-f", "-", manifest=manifest)
+    assert refused.returncode != 0
+    assert 'strict decoding error: unknown field "spec.foo"' in refused.stderr, refused.stderr
+    warned = kubectl("apply", "--validate=warn", "-f", "-", manifest=manifest)
+    assert warned.returncode == 0, warned.stderr
+    assert 'unknown field "spec.foo"' in warned.stderr
+    stored = custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, "topics", "orders")
+    assert "foo" not in stored["spec"]
+    created = create(api, namespace, renamed(topic(foo=1), "quiet"))
+    assert "foo" not in created["spec"]
+
+
+def test_kubectl_reapplies_a_cluster_and_refuses_a_changed_storage_size(kubectl: Kubectl) -> None:
+    """The same manifest applies again (client-side and server-side); a changed size is
+    refused by the CRD, not accepted and then refused to the operator by the StatefulSet."""
+    manifest = cluster(storage={"size": "10Gi"})
+    for args in (["apply"], ["apply"], ["apply", "--server-side"], ["apply"]):
+        applied = kubectl(*args, "-f", "-", manifest=manifest)
+        assert applied.returncode == 0, (args, applied.stderr)
+    refused = kubectl("apply", "-f", "-", manifest=cluster(storage={"size": "20Gi"}))
+    assert refused.returncode != 0
+    assert "spec.storage.size: Invalid value" in refused.stderr, refused.stderr
+    assert "spec.storage.size is immutable" in refused.stderr
+    assert "PersistentVolumeClaim" in refused.stderr
+    # Created without storage: applying the defaults is no change, another size is.
+    bare = renamed(cluster(), "bare")
+    assert kubectl("apply", "-f", "-", manifest=bare).returncode == 0
+    defaults = renamed(cluster(storage={"size": "10Gi"}), "bare")
+    assert kubectl("apply", "-f", "-", manifest=defaults).returncode == 0
+    assert kubectl("apply", "-f", "-", manifest=bare).returncode == 0
+    bigger = kubectl("apply", "-f", "-", manifest=renamed(cluster(storage={"size": "5Gi"}), "bare"))
+    assert bigger.returncode != 0
+    assert "spec.storage: Invalid value" in bigger.stderr, bigger.stderr
+
+
+def columns(listing: str) -> list[dict[str, str]]:
+    """The rows of ``kubectl get`` output by column name; blank cells are "". Columns are
+    left-aligned and at least three spaces apart; a name may hold one (``NAME SERVER``)."""
+    header, *rows = listing.splitlines()
+    found = [(m.group(), m.start()) for m in re.finditer(r"\S+(?: \S+)*", header)]
+    ends = [start for _, start in found[1:]] + [None]
+    return [
+        {name: row[start:end].strip() for (name, start), end in zip(found, ends, strict=True)}
+        for row in rows
+    ]
+
+
+def test_printer_columns_show_the_spec_before_any_reconcile(
+    kubectl: Kubectl, api: kubernetes.client.ApiClient, namespace: str
+) -> None:
+    """No operator runs here: GROUP and TOPIC show the name on the brokers (spec.groupName,
+    else metadata.name) from creation on, an external cluster shows no storage, and BROKERS
+    the brokers registered (status) while DESIRED (-o wide) is spec.brokers."""
+    for manifest in (
+        group(groupName="GID_orders"),
+        renamed(group(), "plain-consumer"),
+        topic(),
+        renamed(topic(topicName="orders_eu"), "orders.eu"),
+        cluster(external={"nameServer": "ns:9876"}),
+    ):
+        applied = kubectl("apply", "-f", "-", manifest=manifest)
+        assert applied.returncode == 0, applied.stderr
+    shown = {row["NAME"]: row for row in columns(kubectl("get", "rcg").stdout)}
+    assert {name: (row["GROUP"], row["CLUSTER"]) for name, row in shown.items()} == {
+        "orders-consumer": ("GID_orders", "orders"),
+        "plain-consumer": ("plain-consumer", "orders"),
+    }
+    shown = {row["NAME"]: row for row in columns(kubectl("get", "rtopic").stdout)}
+    assert {name: (row["TOPIC"], row["QUEUES"]) for name, row in shown.items()} == {
+        "orders": ("orders", "8"),
+        "orders.eu": ("orders_eu", "8"),
+    }
+    (row,) = columns(kubectl("get", "rbc", "-o", "wide").stdout)
+    assert (row["NAME"], row["BROKERS"], row["DESIRED"], row["NAME SERVER"]) == (
+        "orders",
+        "",
+        "2",
+        "",
+    )
+    stored = custom(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "brokerclusters", "orders"
+    )
+    assert "storage" not in stored["spec"]
+    custom(api).patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, "brokerclusters", "orders", {"status": {"readyBrokers": 3}}
+    )
+    (row,) = columns(kubectl("get", "rbc").stdout)
+    assert row["BROKERS"] == "3"
+
+
+def test_a_refused_statefulset_change_reads_as_the_api_servers_message(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """What the storage rules spare the user: the StatefulSet refuses a new volume claim
+    template, and the operator's condition shows the API server's message, not its body."""
+    writer = ChildWriter(control_plane.configuration())
+    body = {"metadata": {"name": "orders", "namespace": namespace}, "spec": {}}
+    try:
+        writer.apply(broker_statefulset(cluster_spec(body, "img:1")))
+        body["spec"] = {"storage": {"size": "20Gi"}}
+        with pytest.raises(KubeError) as refused:
+            writer.apply(broker_statefulset(cluster_spec(body, "img:1")))
+    finally:
+        writer.close()
+    message = str(refused.value)
+    assert message.startswith(
+        'StatefulSet orders-broker: 422 Unprocessable Entity: StatefulSet.apps "orders-broker" '
+        "is invalid: spec: Forbidden: updates to statefulset spec for fields other than"
+    ), message
+    assert "b'" not in message
+    assert '"kind"' not in message

@@ -108,6 +108,8 @@ VALID: list[tuple[str, Object]] = [
     ("minimal cluster", cluster()),
     ("largest cluster", cluster(brokers=32, nameServers=5, retentionHours=8760, flush="Sync")),
     ("cluster resources", cluster(resources={"requests": {"cpu": "500m", "memory": 1}})),
+    ("name-server resources", cluster(nameServerResources={"limits": {"memory": "1Gi"}})),
+    ("no name-server resources", cluster(nameServerResources={})),
     ("cluster storage class null", cluster(storage={"size": "1.5Ti", "storageClassName": None})),
     ("delay levels with spaces", cluster(delayLevels=" 1ms  2d ")),
     ("external cluster", cluster(external={"nameServer": "a:1;b.svc:9876", "clusterName": "C"})),
@@ -231,6 +233,10 @@ INVALID: list[tuple[str, Object]] = [
         group(subscriptions=[{"topic": "a"}, {"topic": "a", "type": "SQL92"}]),
     ),
     ("17 resource requests", cluster(resources={"requests": {f"r{i}": 1 for i in range(17)}})),
+    (
+        "17 name-server limits",
+        cluster(nameServerResources={"limits": {f"r{i}": 1 for i in range(17)}}),
+    ),
     ("257 spark properties", purge(spark={"conf": {f"k{i}": "v" for i in range(257)}})),
     # types
     ("brokers as a string", cluster(brokers="two")),
@@ -383,6 +389,22 @@ UPDATES: list[tuple[str, Object, Object]] = [
     ("cluster of a topic changed", topic(), topic(cluster="other")),
     ("external added", cluster(), cluster(external={"nameServer": "a:1"})),
     ("external removed", cluster(external={"nameServer": "a:1"}), cluster()),
+    ("storage size changed", cluster(storage={"size": "10Gi"}), cluster(storage={"size": "20Gi"})),
+    ("storage added with another size", cluster(), cluster(storage={"size": "20Gi"})),
+    ("storage removed at another size", cluster(storage={"size": "20Gi"}), cluster()),
+    ("storage added with a class", cluster(), cluster(storage={"storageClassName": "fast"})),
+    ("storage class added", cluster(storage={}), cluster(storage={"storageClassName": "fast"})),
+    ("storage class removed", cluster(storage={"storageClassName": "a"}), cluster(storage={})),
+    (
+        "storage class changed",
+        cluster(storage={"storageClassName": "a"}),
+        cluster(storage={"storageClassName": "b"}),
+    ),
+    (
+        "a null storage class made a class",
+        cluster(storage={"storageClassName": None}),
+        cluster(storage={"storageClassName": "a"}),
+    ),
     ("consumerGroup changed", purge(), purge(consumerGroup="other")),
     ("action changed", job(action="Reprocess"), purge()),
     ("action changed to Drain without sink", purge(), job(action="Drain")),
@@ -400,6 +422,15 @@ UPDATES: list[tuple[str, Object, Object]] = [
         cluster(external={"nameServer": "b:2"}),
     ),
     ("job filter changed", purge(), purge(filter="tags = 'x'", dryRun=True)),
+    ("storage added as the defaults", cluster(), cluster(storage={"size": "10Gi"})),
+    ("default storage removed", cluster(storage={}), cluster(brokers=3)),
+    ("storage size kept", cluster(storage={"size": "1Ti"}), cluster(storage={"size": "1Ti"})),
+    ("a null storage class removed", cluster(storage={"storageClassName": None}), cluster()),
+    (
+        "a null storage class made absent",
+        cluster(storage={"storageClassName": None}),
+        cluster(storage={"size": "10Gi"}),
+    ),
     ("labels added", topic(), with_metadata(topic(), name="orders", labels={"a": "b"})),
 ]
 

@@ -6,7 +6,9 @@ one, map values one by one), never on an absent or null value. A transition rule
 mentions ``oldSelf``) runs only when there is an old object and it has a value at that node:
 object fields and map values are matched by key, items of ``x-kubernetes-list-type: map``
 lists by their keys and of ``set`` lists by value; items of other lists have no old value.
-At the root, ``self.metadata`` holds only ``name`` and ``generateName``.
+At the root, ``self.metadata`` holds only ``name`` and ``generateName``. A null field of an
+object with properties (a ``nullable`` one) is absent to the rules, as to the API server's:
+``has()`` is false for it.
 
 A failing rule is reported at the node's path plus the rule's ``fieldPath``, with the value
 of its ``messageExpression`` (when that gives a non-blank, single-line string), else its
@@ -34,8 +36,26 @@ def rule_problems(schema: Schema, value: Any, old: Any = ABSENT, path: str = "")
     whole object when ``path`` is empty); ``old`` is the object before an update, or
     :data:`~reconsume.local.cel.ABSENT` on a create."""
     problems: list[Problem] = []
-    _node(schema, value, old, path, problems)
+    _node(schema, _without_nulls(schema, value), _without_nulls(schema, old), path, problems)
     return problems
+
+
+def _without_nulls(schema: Schema, value: Any) -> Any:
+    """``value`` with the null fields of its objects with properties removed (the values of a
+    map, ``additionalProperties``, stay)."""
+    if isinstance(value, Mapping):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        kept: dict[str, Any] = {}
+        for name, item in value.items():
+            child = properties.get(name, extra if isinstance(extra, Mapping) else None)
+            if item is None and name in properties:
+                continue
+            kept[name] = item if child is None else _without_nulls(child, item)
+        return kept
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return [_without_nulls(schema["items"], item) for item in value]
+    return value
 
 
 def _node(schema: Schema, value: Any, old: Any, path: str, problems: list[Problem]) -> None:

@@ -2,7 +2,10 @@
 
 Both run the same spec: the operator as Kubernetes objects, embedded mode as local processes.
 What each takes from it differs (embedded mode has no images, storage or resources), the
-defaults and the meaning of ``external`` do not.
+defaults and the meaning of ``external`` do not. ``spec.storage`` has no default in the CRD (an
+external cluster has no volumes, so its objects do not show one): absent, it is
+:data:`DEFAULT_STORAGE_SIZE` of the cluster's default storage class, as ``spec.storage.size``
+defaults to when ``storage`` is given.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from typing import Any
 
 from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 
-__all__ = ["DEFAULT_DELAY_LEVELS", "ClusterSpec", "cluster_spec"]
+__all__ = ["DEFAULT_DELAY_LEVELS", "DEFAULT_STORAGE_SIZE", "ClusterSpec", "cluster_spec"]
+
+DEFAULT_STORAGE_SIZE = "10Gi"
+"""Each broker's volume when ``spec.storage`` (or its ``size``) is absent; the CRD's default of
+``spec.storage.size`` and the value its storage rules take for an absent ``storage``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +32,14 @@ class ClusterSpec:
     brokers: int = 2
     name_servers: int = 1
     image: str = ""
-    storage_size: str = "10Gi"
+    storage_size: str = DEFAULT_STORAGE_SIZE
     storage_class: str | None = None
     delay_levels: str = DEFAULT_DELAY_LEVELS
     flush: str = "Async"
     retention_hours: int = 72
     resources: Mapping[str, Any] | None = None
+    name_server_resources: Mapping[str, Any] | None = None
+    """``spec.nameServerResources``; None when absent (the operator's defaults apply)."""
     external_name_server: str | None = None
     external_cluster_name: str | None = None
 
@@ -58,12 +67,13 @@ def cluster_spec(body: Mapping[str, Any], default_image: str = "") -> ClusterSpe
         brokers=int(spec.get("brokers", 2)),
         name_servers=int(spec.get("nameServers", 1)),
         image=str(spec.get("image") or default_image),
-        storage_size=str(storage.get("size") or "10Gi"),
+        storage_size=str(storage.get("size") or DEFAULT_STORAGE_SIZE),
         storage_class=storage.get("storageClassName"),
         delay_levels=str(spec.get("delayLevels") or DEFAULT_DELAY_LEVELS),
         flush=str(spec.get("flush") or "Async"),
         retention_hours=int(spec.get("retentionHours", 72)),
         resources=spec.get("resources"),
+        name_server_resources=spec.get("nameServerResources"),
         external_name_server=None if external is None else str(external["nameServer"]),
         external_cluster_name=None if external is None else external.get("clusterName"),
     )

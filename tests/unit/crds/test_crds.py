@@ -80,6 +80,34 @@ def test_every_field_is_described(kind: str) -> None:
         assert node.get("description", "").strip(), f"{kind}{path} has no description"
 
 
+def stated(value: Any) -> str:
+    """A default as a description states it: ``3``, ``true``, ``Async``, ``{}``,
+    ``{type: DelayLevels}``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {stated(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_default_is_stated_in_its_description(kind: str) -> None:
+    """``kubectl explain`` prints descriptions, not defaults: each description ends with its
+    default."""
+    defaults = [(path, node) for path, node in walk(root_schema(CRDS[kind])) if "default" in node]
+    assert defaults
+    for path, node in defaults:
+        description = " ".join(node["description"].split())
+        assert description.endswith(f"Default: {stated(node['default'])}."), (path, description)
+        assert description.count("Default: ") == 1, (path, description)
+
+
+def test_stating_a_default() -> None:
+    assert [stated(v) for v in (3, False, "local[*]", {}, {"type": "DelayLevels"})] == [
+        "3", "false", "local[*]", "{}", "{type: DelayLevels}",
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_metadata_restricts_only_names(kind: str) -> None:
     metadata = root_schema(CRDS[kind])["properties"]["metadata"]
@@ -110,6 +138,7 @@ def test_every_rule_has_a_message_naming_its_field(kind: str) -> None:
 
 
 IMMUTABLE = {
+    "BrokerCluster": {".spec.storage.size", ".spec.storage.storageClassName"},
     "ConsumerGroup": {".spec.cluster", ".spec.groupName"},
     "Topic": {".spec.cluster", ".spec.topicName"},
     "DeadLetterJob": {".spec.consumerGroup", ".spec.action"},
@@ -154,6 +183,14 @@ def test_printer_columns_point_into_the_schema(kind: str) -> None:
         if column["jsonPath"] == ".metadata.creationTimestamp":
             assert column["type"] == "date"
             continue
+        assert column.get("description"), column
+        union = NAME_UNION.fullmatch(column["jsonPath"])
+        if union:  # the first of two fields among the top-level ones: every such is a string
+            sections = [node.get("properties") or {} for node in schema["properties"].values()]
+            found = [s[name] for name in union.groups() for s in sections if name in s]
+            assert found, column
+            assert all(node["type"] == column["type"] == "string" for node in found), column
+            continue
         node = schema
         for part in column_path(column["jsonPath"]):
             node = node["items"] if part == "[*]" else node["properties"][part]
@@ -167,6 +204,36 @@ def test_ready_column_reads_the_ready_condition() -> None:
         (version,) = CRDS[kind]["spec"]["versions"]
         ready = next(c for c in version["additionalPrinterColumns"] if c["name"] == "Ready")
         assert ready["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+
+
+NAME_UNION = re.compile(r"\.\*\['([A-Za-z]+)','([A-Za-z]+)'\]")
+"""``.*['groupName','name']``: JSONPath's wildcard over the object's top-level fields, then
+the union of two keys, each key's matches in order: the first ``groupName`` found (in spec or
+status), else the first ``name`` (metadata's). The API server shows the first match."""
+
+
+def columns(kind: str) -> dict[str, dict[str, Any]]:
+    (version,) = CRDS[kind]["spec"]["versions"]
+    return {c["name"]: c for c in version["additionalPrinterColumns"]}
+
+
+@pytest.mark.parametrize(("kind", "column", "field"), [
+    ("ConsumerGroup", "Group", "groupName"),
+    ("Topic", "Topic", "topicName"),
+])  # fmt: skip
+def test_the_name_columns_show_from_creation_on(kind: str, column: str, field: str) -> None:
+    """The name on the brokers, spec.<field> else metadata.name, from creation on rather than
+    from a status written at the first reconcile. The wildcard runs over every top-level field:
+    only spec and status (its copy) may hold <field>, only metadata a name."""
+    shown = columns(kind)[column]
+    assert shown["jsonPath"] == f".*['{field}','name']"
+    assert shown.get("priority", 0) == 0
+    assert f"spec.{field}, else metadata.name" in shown["description"]
+    sections = root_schema(CRDS[kind])["properties"]
+    holding = {s for s, node in sections.items() if field in (node.get("properties") or {})}
+    assert holding == {"spec", "status"}
+    named = {s for s, node in sections.items() if "name" in (node.get("properties") or {})}
+    assert named == {"metadata"}
 
 
 def test_consumer_group_columns_show_retry_and_dlq_depth() -> None:

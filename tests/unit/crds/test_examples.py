@@ -58,6 +58,11 @@ def test_minimal_objects_get_the_documented_defaults() -> None:
     cluster = {"apiVersion": "reconsume.io/v1alpha1", "kind": "BrokerCluster", "spec": {}}
     spec = defaulted(root_schema(CRDS["BrokerCluster"]), cluster)["spec"]
     assert (spec["brokers"], spec["nameServers"], spec["flush"]) == (2, 1, "Async")
+    # No storage unless asked for (an external cluster has no volumes); given, its size is.
+    assert "storage" not in spec
+    assert "nameServerResources" not in spec
+    cluster["spec"] = {"storage": {}}
+    spec = defaulted(root_schema(CRDS["BrokerCluster"]), cluster)["spec"]
     assert spec["storage"] == {"size": "10Gi"}
 
 

@@ -168,3 +168,53 @@ def test_a_settings_change_rolls_the_brokers_and_nothing_else_does() -> None:
     for changed in ({"delayLevels": "1s 2s"}, {"flush": "Sync"}, {"retentionHours": 1}):
         assert template(**changed)["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] != annotation
     assert template(brokers=5)["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] == annotation
+
+
+def namesrv_container(**spec: object) -> dict[str, Any]:
+    objects = by_kind(children(cluster_spec(resource(**spec), "img:1")))
+    (container,) = objects[("Deployment", "orders-namesrv")]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    found: dict[str, Any] = container
+    return found
+
+
+def test_the_name_servers_request_resources_by_default() -> None:
+    """A small process: a little CPU, a bounded memory (no CPU limit, so lookups are not
+    throttled); no quota or LimitRange has to supply them."""
+    assert namesrv_container()["resources"] == {
+        "requests": {"cpu": "50m", "memory": "64Mi"},
+        "limits": {"memory": "256Mi"},
+    }
+
+
+def test_name_server_resources_follow_the_spec() -> None:
+    chosen = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
+    assert namesrv_container(nameServerResources=chosen)["resources"] == chosen
+    # The brokers' resources are their own.
+    body = resource(nameServerResources=chosen, resources={"requests": {"cpu": "2"}})
+    sts = by_kind(children(cluster_spec(body, "img:1")))[("StatefulSet", "orders-broker")]
+    assert sts["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "2"}
+    }
+    # {} asks for none (a namespace whose LimitRange sets them, say).
+    assert "resources" not in namesrv_container(nameServerResources={})
+
+
+def test_default_name_server_resources_are_not_shared_between_clusters() -> None:
+    first = namesrv_container()
+    first["resources"]["requests"]["cpu"] = "9"
+    assert namesrv_container()["resources"]["requests"]["cpu"] == "50m"
+
+
+def test_without_storage_each_broker_gets_the_default_volume() -> None:
+    """spec.storage has no default in the CRD (an external cluster would show it): absent, the
+    claim is the default size in the cluster's default class."""
+    assert "storage" not in resource()["spec"]
+    sts = by_kind(children(cluster_spec(resource(), "img:1")))[("StatefulSet", "orders-broker")]
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    assert "storageClassName" not in claim["spec"]
+    given = by_kind(children(cluster_spec(resource(storage={}), "img:1")))
+    claims = given[("StatefulSet", "orders-broker")]["spec"]["volumeClaimTemplates"]
+    assert claims == sts["spec"]["volumeClaimTemplates"]

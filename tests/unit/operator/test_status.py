@@ -108,6 +108,8 @@ def test_operator_run_cluster_phases(
     observed = cluster_status(spec, None if listed is None else brokers(*listed), "refused")  # type: ignore[arg-type]
     assert (observed.phase, observed.ready, observed.reason) == (phase, ready, reason)
     assert observed.fields["nameServer"] == "orders-namesrv.shop.svc:9876"
+    # The BROKERS column: the brokers registered, unknown (left as it was) when unreachable.
+    assert observed.fields.get("readyBrokers") == (None if listed is None else len(listed))
     document = {"phase": observed.phase, **observed.fields}
     assert validate(status_schema("BrokerCluster"), document) == []
 
@@ -117,6 +119,9 @@ def test_an_external_cluster_is_running_with_any_broker_and_failed_when_unreacha
     spec = cluster_spec(body, "img")
     running = cluster_status(spec, brokers("a", "b", missing="b"))
     assert (running.phase, running.ready) == ("Running", True)
+    # What registered, not the spec's defaulted brokers: 2, which an external cluster ignores.
+    assert (spec.brokers, running.fields["readyBrokers"]) == (2, 1)
+    assert validate(status_schema("BrokerCluster"), running.fields) == []
     assert running.fields["brokers"][1] == {
         "name": "b",
         "address": "",
@@ -125,6 +130,7 @@ def test_an_external_cluster_is_running_with_any_broker_and_failed_when_unreacha
     }
     failed = cluster_status(spec, None, "connection refused")
     assert (failed.phase, failed.reason) == ("Failed", "NameServerUnreachable")
+    assert "readyBrokers" not in failed.fields
     assert "connection refused" in failed.message
 
 

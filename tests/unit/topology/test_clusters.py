@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconsume.topology.clusters import cluster_spec
+from reconsume.topology.clusters import DEFAULT_STORAGE_SIZE, cluster_spec
 
 from ..crds.schema import defaulted, load_crds, root_schema
 
@@ -37,3 +37,18 @@ def test_an_external_cluster_runs_nothing_and_names_its_rocketmq_cluster() -> No
     )  # fmt: skip
     anywhere = cluster_spec(body(external={"nameServer": "a:9876"}))
     assert anywhere.rocketmq_cluster is None  # every cluster its name servers know
+
+
+def test_storage_and_name_server_resources_are_defaulted_by_the_code() -> None:
+    """Neither has a default in the CRD (an external cluster uses neither)."""
+    stored: dict[str, Any] = defaulted(root_schema(CRDS["BrokerCluster"]), body())
+    assert "storage" not in stored["spec"]
+    spec = cluster_spec(stored)
+    assert (spec.storage_size, spec.storage_class) == (DEFAULT_STORAGE_SIZE, None)
+    assert spec.name_server_resources is None
+    size = root_schema(CRDS["BrokerCluster"])["properties"]["spec"]["properties"]["storage"]
+    assert size["properties"]["size"]["default"] == DEFAULT_STORAGE_SIZE
+    given = cluster_spec(body(storage={"size": "5Gi", "storageClassName": "fast"}))
+    assert (given.storage_size, given.storage_class) == ("5Gi", "fast")
+    chosen = {"requests": {"cpu": "10m"}}
+    assert cluster_spec(body(nameServerResources=chosen)).name_server_resources == chosen
