@@ -157,7 +157,7 @@ IMAGE_BASE ?= public
 IMAGE_REPOSITORY ?= ghcr.io/reconsume
 images: $(STAMP)
 	$(BIN)/python tools/build_images.py --base $(IMAGE_BASE) --repository $(IMAGE_REPOSITORY) \
-		--archives $(RECONSUME_IMAGE_ARCHIVES) $(if $(PUSH),--push)
+		--archives $(RECONSUME_IMAGE_ARCHIVES) $(if $(filter 1 true yes,$(PUSH)),--push)
 
 ## node-deps: what the node tier needs: packages, kube-bin, the images (Debian bases) and the
 ## node's pause and CoreDNS images
@@ -212,12 +212,13 @@ chart-deps: $(HELM)
 demo: $(STAMP)
 	$(BIN)/reconsume demo
 
-## lint: ruff, mypy --strict and the import-linter layer contracts
+## lint: ruff, mypy --strict, the import-linter layer contracts and one version everywhere
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/check_version.py
 
 ## test: lint, then every test tier
 test: lint compat-deps k8s-deps chart-deps node-deps

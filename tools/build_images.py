@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -60,12 +61,15 @@ IMAGES = (
 )
 
 
-def chart_app_version() -> str:
-    """The chart's appVersion: the tag the chart gives the three images by default."""
-    for line in (ROOT / "charts" / "reconsume" / "Chart.yaml").read_text().splitlines():
-        if line.startswith("appVersion:"):
-            return line.split(":", 1)[1].strip().strip("\"'")
-    raise SystemExit("charts/reconsume/Chart.yaml has no appVersion")
+def package_version() -> str:
+    """``__version__`` of the reconsume package, read from its source: the default tag of the
+    three images. The chart's appVersion (the tag it gives them) and the operator's default
+    images are the same version (``tools/check_version.py``, run by ``make lint``)."""
+    init = ROOT / "broker_image" / "reconsume" / "__init__.py"
+    match = re.search(r"""^__version__\s*=\s*["']([^"']+)["']\s*$""", init.read_text(), re.M)
+    if match is None:
+        raise SystemExit("broker_image/reconsume/__init__.py sets no __version__")
+    return match.group(1)
 
 
 def revision() -> str:
@@ -246,7 +250,9 @@ def export(
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repository", default=DEFAULT_REPOSITORY, help="default: %(default)s")
-    parser.add_argument("--tag", default=None, help="default: the chart's appVersion")
+    parser.add_argument(
+        "--tag", default=None, help="default: the package's version (the chart's appVersion)"
+    )
     parser.add_argument(
         "--base",
         choices=("public", "debian"),
@@ -281,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
     in_private_mount_namespace()
-    tag = arguments.tag or chart_app_version()
+    tag = arguments.tag or package_version()
     STORAGE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="build-images-") as work:
         buildah = Buildah(Path(work) / "run")

@@ -5,4 +5,6 @@ record codec, the broker's message store, the retry and schedule engine, the Roc
 remoting protocol, the servers, the client and the topology reconciler.
 """
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"
+"""The version of the package, of the three images' tags and of the Helm chart (its version
+and appVersion; ``tools/check_version.py`` checks that they agree)."""

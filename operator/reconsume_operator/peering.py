@@ -27,6 +27,9 @@ from reconsume_operator.kube import ChildWriter, KubeError
 PEERING_API_VERSION = "kopf.dev/v1"
 WAIT_FOR_INSTALLER_S = 30.0
 """How long startup waits for a peering object it could not create itself."""
+LABELS = {"app.kubernetes.io/managed-by": "reconsume-operator"}
+"""The labels of the peering objects the operator creates: not Helm's (a ``helm install`` after
+the operator created the object leaves it alone, docs/install.md)."""
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -38,7 +41,7 @@ def peering_objects(
     are skipped)."""
     if clusterwide:
         return [{"apiVersion": PEERING_API_VERSION, "kind": "ClusterKopfPeering",
-                 "metadata": {"name": name}}]  # fmt: skip
+                 "metadata": {"name": name, "labels": dict(LABELS)}}]  # fmt: skip
     found: list[dict[str, Any]] = []
     for pattern in namespaces:
         for namespace in (part.strip() for part in pattern.split(",")):
@@ -47,7 +50,7 @@ def peering_objects(
             obj = {
                 "apiVersion": PEERING_API_VERSION,
                 "kind": "KopfPeering",
-                "metadata": {"name": name, "namespace": namespace},
+                "metadata": {"name": name, "namespace": namespace, "labels": dict(LABELS)},
             }
             if obj not in found:
                 found.append(obj)

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+import reconsume
 from reconsume_operator.children import BROKER_HTTP_PORT, BROKER_PORT, NAMESRV_PORT, STORE_DIR
 from reconsume_operator.config import DEFAULT_DLQ_JOBS_MAIN_FILE, OperatorConfig
 
@@ -507,7 +508,7 @@ def test_final_image_has_oci_labels(path: Path, target: str) -> None:
     # The version comes from ARG VERSION, whose default is the version the context builds.
     (label,) = [i for i in stage.all("LABEL") if "image.version" in i.value]
     assert "${VERSION}" in label.value
-    assert labels["org.opencontainers.image.version"] == project["version"]
+    assert labels["org.opencontainers.image.version"] == reconsume.__version__
 
 
 @pytest.mark.parametrize(("path", "target"), FINAL_TARGETS, ids=[t for _, t in FINAL_TARGETS])
