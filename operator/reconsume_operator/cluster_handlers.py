@@ -13,13 +13,21 @@ StatefulSet is written only if it is still the one the replicas were decided fro
 older StatefulSet, in this operator or in another one acting at the same time, gets a conflict
 and retries, and never scales down brokers whose drain it did not observe.
 
+Each new reason of ``Ready=False`` (``NameServerUnreachable``, ``ChildrenFailed``,
+``ScaleDownBlocked``, ``NoBrokers``, ``BrokersMissing``) is posted as a Warning Event once, and
+the return to ``Running`` as a Normal one. ``status.firstReadyTime`` records when the cluster
+was first Ready.
+
 The index ``broker_clusters`` tells the ConsumerGroup and Topic handlers where a cluster's
-name servers are, without an API request per reconcile.
+name servers are, whether it was ever Ready and whether it is being deleted, without an API
+request per reconcile.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -29,9 +37,9 @@ from reconsume.topology.clusters import ClusterSpec, cluster_spec
 from reconsume.topology.resources import Target
 from reconsume_operator.children import broker_name, children
 from reconsume_operator.clusters import observe_cluster, operator_address
-from reconsume_operator.conditions import READY, Condition
+from reconsume_operator.conditions import READY, Condition, now_text, ready_of
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
-from reconsume_operator.events import normal
+from reconsume_operator.events import Warnings, normal
 from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import reconcile_timer
 from reconsume_operator.passes import ObjectLocks, deleting
@@ -47,17 +55,41 @@ from reconsume_operator.status import status_patch
 
 PLURAL = "brokerclusters"
 LABEL = "BrokerCluster"
+FIRST_READY = "firstReadyTime"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRef:
+    """What the ConsumerGroup and Topic handlers know of a BrokerCluster: where its name
+    servers are, whether it was ever Ready (a group of a cluster that never was has nothing on
+    any broker), and whether it is being deleted (an operator-run cluster's brokers then go
+    with it)."""
+
+    target: Target
+    ever_ready: bool
+    deleting: bool
+    external: bool
+
+
+def ever_ready(body: Mapping[str, Any]) -> bool:
+    """Whether the cluster's status says it was Ready once (or is now)."""
+    status = body.get("status") or {}
+    ready = ready_of(status.get("conditions"))
+    return bool(status.get(FIRST_READY)) or (ready is not None and ready.get("status") == "True")
 
 
 def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
     template = ctx.config.name_server_template
     passes = ObjectLocks()
+    warnings = Warnings()
 
     @kopf.index(GROUP, VERSION, PLURAL, registry=registry, id="broker_clusters")
-    def broker_clusters(body: kopf.Body, **_: Any) -> dict[tuple[str, str], Target]:
+    def broker_clusters(body: kopf.Body, **_: Any) -> dict[tuple[str, str], ClusterRef]:
         spec = cluster_spec(body, ctx.config.image)
         address = operator_address(spec, template)
-        return {(spec.namespace, spec.name): Target(address, spec.rocketmq_cluster)}
+        target = Target(address, spec.rocketmq_cluster)
+        ref = ClusterRef(target, ever_ready(body), deleting(body), spec.external)
+        return {(spec.namespace, spec.name): ref}
 
     async def decide_replicas(spec: ClusterSpec) -> tuple[ScaleDecision, str | None]:
         """The broker StatefulSet's replicas: ``spec.brokers``, or its current replicas while
@@ -107,6 +139,7 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
                     await asyncio.to_thread(ctx.writer.apply, obj)
             except KubeError as exc:
                 condition = Condition(READY, False, "ChildrenFailed", str(exc))
+                warnings.post(body, condition.reason, condition.message)
                 patch.status.update(
                     status_patch(body.get("status"), generation, utc_now(), [condition])
                 )
@@ -115,7 +148,14 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
             condition = Condition(READY, observed.ready, observed.reason, observed.message)
             if decision.blocked:
                 condition = Condition(READY, False, BLOCKED, decision.message)
-            fields = {"phase": observed.phase, **observed.fields}
+            fields: dict[str, Any] = {"phase": observed.phase, **observed.fields}
+            if condition.status:
+                if warnings.settled(body, condition.reason):
+                    normal(body, condition.reason, condition.message)
+                first = (body.get("status") or {}).get(FIRST_READY)
+                fields[FIRST_READY] = first or now_text(utc_now())
+            else:
+                warnings.post(body, condition.reason, condition.message)
             patch.status.update(
                 status_patch(body.get("status"), generation, utc_now(), [condition], fields)
             )

@@ -25,6 +25,12 @@ class OperatorConfig:
     """Seconds before the first retry of a reconcile that failed on a broker or name server."""
     backoff_max_s: float = 60.0
     """Upper bound of the retry delay in seconds (the delay doubles per attempt up to this)."""
+    deletion_timeout_s: float = 600.0
+    """Seconds a ConsumerGroup or Topic deletion waits for name servers that do not answer (of
+    a cluster that was Ready once) before the resource is released and what it would delete is
+    left on the brokers, said in a Warning Event ``LeftOnBrokers``. Without a cluster object,
+    with a cluster that never became Ready, or with ``reconsume.io/force-delete``, it is
+    released at once."""
     admin_timeout_s: float = 3.0
     """Seconds the admin client waits for one name-server or broker response."""
     metrics_port: int | None = 9090
@@ -64,6 +70,8 @@ class OperatorConfig:
             raise ValueError(f"drift interval must be positive, got {self.drift_interval_s} s")
         if not 0 < self.backoff_base_s <= self.backoff_max_s:
             raise ValueError("backoff needs 0 < base <= max")
+        if self.deletion_timeout_s < 0:
+            raise ValueError(f"deletion timeout must not be negative: {self.deletion_timeout_s}")
         if self.peering_lifetime_s < 1:
             raise ValueError(f"peering lifetime must be at least 1 s: {self.peering_lifetime_s}")
         if self.name_server_template is not None:
@@ -79,7 +87,8 @@ class OperatorConfig:
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
         """Defaults, replaced by ``RECONSUME_DRIFT_SECONDS``, ``RECONSUME_BACKOFF_MAX_SECONDS``,
         ``RECONSUME_METRICS_PORT`` (empty: none), ``RECONSUME_PEERING``,
-        ``RECONSUME_PEERING_LIFETIME_SECONDS``, ``RECONSUME_BROKER_IMAGE``,
+        ``RECONSUME_PEERING_LIFETIME_SECONDS``, ``RECONSUME_DELETION_TIMEOUT_SECONDS``,
+        ``RECONSUME_BROKER_IMAGE``,
         ``RECONSUME_DLQ_JOBS_IMAGE``, ``RECONSUME_DLQ_JOBS_MAIN_FILE`` and
         ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` when set."""
         env = os.environ if env is None else env
@@ -105,6 +114,8 @@ class OperatorConfig:
             values["peering_name"] = env["RECONSUME_PEERING"]
         if env.get("RECONSUME_PEERING_LIFETIME_SECONDS"):
             values["peering_lifetime_s"] = number("RECONSUME_PEERING_LIFETIME_SECONDS", int)
+        if env.get("RECONSUME_DELETION_TIMEOUT_SECONDS"):
+            values["deletion_timeout_s"] = number("RECONSUME_DELETION_TIMEOUT_SECONDS", float)
         if env.get("RECONSUME_BROKER_IMAGE"):
             values["image"] = env["RECONSUME_BROKER_IMAGE"]
         if env.get("RECONSUME_DLQ_JOBS_IMAGE"):

@@ -8,8 +8,9 @@
 * every change of a Job labelled ``reconsume.io/dead-letter-job`` syncs its DeadLetterJob at
   once (Running, Succeeded, Failed), and once it is finished also the DeadLetterJobs of the
   same consumer group that wait for it;
+* a ConsumerGroup that is Ready syncs the DeadLetterJobs waiting for it at once;
 * a timer syncs every DeadLetterJob each drift interval (what no Job event reports: a
-  SparkApplication's state, a ConsumerGroup that appeared).
+  SparkApplication's state).
 
 Children carry owner references to the DeadLetterJob: Kubernetes deletes them with it.
 """
@@ -22,11 +23,12 @@ from typing import Any, cast
 import kopf
 
 from reconsume_operator import events
+from reconsume_operator.conditions import ready_of
 from reconsume_operator.context import GROUP, VERSION, OperatorContext
 from reconsume_operator.dead_letter_jobs import GROUP_LABEL, JOB_LABEL, KIND
 from reconsume_operator.job_kube import JobKube
 from reconsume_operator.job_status import FAILED, FINISHED, job_finished
-from reconsume_operator.job_sync import DeadLetterJobs, Synced
+from reconsume_operator.job_sync import GROUP_WAITS, DeadLetterJobs, Synced
 from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import reconcile_timer
 
@@ -129,3 +131,15 @@ def register_jobs(registry: kopf.OperatorRegistry, ctx: OperatorContext, kube: J
                     _events(await jobs.sync(namespace, waiting, group, apply=False))
         except KubeError as exc:
             logger.warning(f"DeadLetterJob {name} not synced: {exc}")
+
+    @kopf.on.event(GROUP, VERSION, "consumergroups", registry=registry, id="dead-letter-job-groups")
+    async def group_changed(body: kopf.Body, logger: Logger, **_: Any) -> None:
+        ready = ready_of((body.get("status") or {}).get("conditions"))
+        if ready is None or ready.get("status") != "True" or body.meta.get("deletionTimestamp"):
+            return
+        namespace, group = body.meta.namespace or "", body.meta.name or ""
+        try:
+            for waiting in await jobs.waiting_for(namespace, group, reasons=GROUP_WAITS):
+                _events(await jobs.sync(namespace, waiting, group, apply=True))
+        except KubeError as exc:
+            logger.warning(f"DeadLetterJobs of ConsumerGroup {group} not synced: {exc}")

@@ -6,7 +6,10 @@ generation, or the latest Job of its CronJob), starts the run when there is none
 writes the status through the status subresource (only when it changes). Syncs of the
 DeadLetterJobs of one consumer group (in one namespace) take turns under one lock, so two of
 them never both see "no other run" and start together: while another DeadLetterJob's run of
-the group is unfinished, a new run waits (``WaitingForJob``) and a CronJob is suspended.
+the group is unfinished, a new run waits (``WaitingForJob``) and a CronJob is suspended. A run
+(or a CronJob) is not created before its ConsumerGroup is Ready (``WaitingForConsumerGroup``):
+until then its group and retry topics may not exist on the brokers, and the command would fail
+at once; the handlers sync the waiting DeadLetterJobs when the group becomes Ready.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from reconsume.topology.clusters import cluster_spec
 from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_spec
 from reconsume.topology.resources import object_name
 from reconsume_operator.children import name_server
+from reconsume_operator.conditions import ready_of
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.context import GROUP, VERSION, utc_now
 from reconsume_operator.dead_letter_jobs import (
@@ -58,6 +62,9 @@ from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import DEAD_LETTER_JOB_RUNS
 
 WAITING = "WaitingForJob"
+WAITING_FOR_GROUP = "WaitingForConsumerGroup"
+GROUP_WAITS = frozenset({WAITING_FOR_GROUP, "ConsumerGroupNotFound", "ClusterNotFound"})
+"""Reasons of a DeadLetterJob that waits for its ConsumerGroup (or its cluster) to be Ready."""
 POD_JOB_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 
 
@@ -155,8 +162,15 @@ class DeadLetterJobs:
                 DEAD_LETTER_JOB_RUNS.labels(step.state.phase).inc()
             return Synced(body, step.state, step.retry, step.started, finished)
 
-    async def waiting_for(self, namespace: str, group: str, finished_by: str) -> list[str]:
-        """The other DeadLetterJobs of ``group`` waiting for a run (of ``finished_by``)."""
+    async def waiting_for(
+        self,
+        namespace: str,
+        group: str,
+        finished_by: str = "",
+        reasons: frozenset[str] = frozenset({WAITING}),
+    ) -> list[str]:
+        """The DeadLetterJobs of ``group`` (other than ``finished_by``) whose Ready reason is
+        one of ``reasons``: waiting for a run to finish, or for the group."""
         found = await self._list(API_VERSION, KIND, namespace, "")
         names = []
         for body in found:
@@ -169,7 +183,7 @@ class DeadLetterJobs:
             ]
             if name == finished_by or spec.get("consumerGroup") != group:
                 continue
-            if ready and ready[0].get("reason") == WAITING:
+            if ready and ready[0].get("reason") in reasons:
                 names.append(name)
         return sorted(names)
 
@@ -263,6 +277,13 @@ class DeadLetterJobs:
         if group is None:
             message = f"ConsumerGroup {spec.consumer_group} does not exist in namespace {ns}"
             return RunState(PENDING, False, "ConsumerGroupNotFound", message)
+        ready = ready_of((group.get("status") or {}).get("conditions"))
+        if ready is None or ready.get("status") != "True":
+            why = "not reconciled yet"
+            if ready is not None:
+                why = f"{ready.get('reason')}: {ready.get('message')}"
+            message = f"ConsumerGroup {spec.consumer_group} is not Ready ({why})"
+            return RunState(PENDING, False, WAITING_FOR_GROUP, message)
         cluster = str((group.get("spec") or {}).get("cluster") or "")
         found = await self._get(f"{GROUP}/{VERSION}", "BrokerCluster", ns, cluster)
         if found is None:

@@ -42,6 +42,11 @@ def build_parser(prog: str = "reconsume operator") -> argparse.ArgumentParser:
         help="seconds between drift checks (default 60, env RECONSUME_DRIFT_SECONDS)",
     )  # fmt: skip
     parser.add_argument(
+        "--deletion-timeout", type=float, metavar="SECONDS",
+        help="seconds a deletion waits for name servers that do not answer before it leaves "
+        "the group or topic on the brokers (default 600, env RECONSUME_DELETION_TIMEOUT_SECONDS)",
+    )  # fmt: skip
+    parser.add_argument(
         "--standalone", action="store_true",
         help="run without peering (one replica only; no kopf.dev peering CRDs needed)",
     )  # fmt: skip
@@ -86,6 +91,8 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
     changes["liveness_port"] = args.liveness_port or None
     if args.drift_seconds is not None:
         changes["drift_interval_s"] = args.drift_seconds
+    if args.deletion_timeout is not None:
+        changes["deletion_timeout_s"] = args.deletion_timeout
     if args.peering:
         changes["peering_name"] = args.peering
     if args.peering_lifetime is not None:

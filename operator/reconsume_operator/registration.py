@@ -16,6 +16,7 @@ from reconsume.topology import Kind
 from reconsume_operator.cluster_handlers import register_clusters
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.context import FINALIZER, STORAGE_PREFIX, OperatorContext
+from reconsume_operator.events import install_log_filter
 from reconsume_operator.job_handlers import register_jobs
 from reconsume_operator.job_kube import JobKube
 from reconsume_operator.metrics import serve_metrics
@@ -70,6 +71,8 @@ def register(
         settings.persistence.finalizer = FINALIZER
         settings.posting.enabled = True
         settings.posting.level = logging.WARNING
+        settings.posting.loggers = False  # only the operator's own Events (events.py)
+        install_log_filter()
         settings.posting.reporting_component = "reconsume-operator"
         settings.queueing.error_delays = QUEUEING_ERROR_DELAYS_S
         settings.execution.default_backoff = config.backoff_max_s

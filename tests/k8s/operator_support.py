@@ -186,14 +186,18 @@ def running_operator(
     *,
     drift_s: float = DRIFT_S,
     name_server_template: str | None = None,
+    backoff_s: tuple[float, float] = (0.5, 2.0),
+    deletion_timeout_s: float = 600.0,
 ) -> Iterator[KopfRunner]:
     """The operator in this process, watching ``namespace``, standalone, without metrics,
     logged in with the control plane's client certificate; ``name_server_template`` is its
-    ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` (operator-run clusters' name servers)."""
+    ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` (operator-run clusters' name servers);
+    ``backoff_s`` the first and the longest retry delay."""
     config = OperatorConfig(
         drift_interval_s=drift_s,
-        backoff_base_s=0.5,
-        backoff_max_s=2.0,
+        backoff_base_s=backoff_s[0],
+        backoff_max_s=backoff_s[1],
+        deletion_timeout_s=deletion_timeout_s,
         metrics_port=None,
         liveness_port=None,
         standalone=True,

@@ -33,11 +33,12 @@ from ..chart.helm import (
     require_helm,
     values_files,
 )
+from ..integration.cluster import Cluster
 from ..polling import eventually
 from .conftest import missing
 from .control_plane import ControlPlane, free_ports
 from .operator_process import OperatorProcess
-from .operator_support import REPO, ensure_crds, install_crds, new_namespace
+from .operator_support import REPO, brokers, ensure_crds, install_crds, new_namespace
 
 GITOPS = "gitops"
 """The field manager of the applies, as a GitOps tool's server-side apply would have one."""
@@ -48,6 +49,8 @@ EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 OWN_ANNOTATIONS = "f:operator.reconsume.io/"
 
 # ---------------------------------------------------------------- fixtures and helpers
+
+__all__ = ["brokers"]
 
 
 @pytest.fixture(scope="module")
@@ -311,6 +314,7 @@ def test_gitops_apply_twice_changes_nothing(
     helm: Helm,
     installed: kubernetes.client.ApiClient,
     control_plane: ControlPlane,
+    brokers: Cluster,
     tmp_path: Path,
 ) -> None:
     api = installed
@@ -329,7 +333,15 @@ def test_gitops_apply_twice_changes_nothing(
         namespace=release_namespace,
     )
     # A DeadLetterJob on Spark-on-Kubernetes (its own group, so it does not wait for the
-    # examples' jobs): the operator must be allowed to grant its driver's Role.
+    # examples' jobs): the operator must be allowed to grant its driver's Role. Its group is
+    # on brokers that run here (an external cluster), so that it becomes Ready and the job
+    # starts; the examples' operator-run cluster has no pods here, so their jobs wait.
+    payments_cluster = {
+        "apiVersion": "reconsume.io/v1alpha1",
+        "kind": "BrokerCluster",
+        "metadata": {"name": "payments", "namespace": watched},
+        "spec": {"external": {"nameServer": brokers.namesrv.address}},
+    }
     k8s_job = {
         "apiVersion": "reconsume.io/v1alpha1",
         "kind": "DeadLetterJob",
@@ -344,9 +356,9 @@ def test_gitops_apply_twice_changes_nothing(
         "apiVersion": "reconsume.io/v1alpha1",
         "kind": "ConsumerGroup",
         "metadata": {"name": "payments-consumer", "namespace": watched},
-        "spec": {"cluster": "orders", "groupName": "GID_payments", "deletionPolicy": "Retain"},
+        "spec": {"cluster": "payments", "groupName": "GID_payments", "deletionPolicy": "Retain"},
     }
-    git = [*chart, *load_examples(watched), payments, k8s_job]
+    git = [*chart, *load_examples(watched), payments_cluster, payments, k8s_job]
     for obj in git:
         apply(api, obj)
 
@@ -374,7 +386,8 @@ def test_gitops_apply_twice_changes_nothing(
         assert len({peer["priority"] for peer in found}) == 2
 
         # The operator acted on everything: finalizers and status on the examples, the
-        # operator-run cluster's children, the dead-letter jobs' children and the Role.
+        # operator-run cluster's children, the Role of the job whose group is Ready, and the
+        # examples' jobs waiting for theirs.
         def reconciled() -> bool:
             for obj in git:
                 if obj["apiVersion"].startswith("reconsume.io/"):
@@ -386,12 +399,21 @@ def test_gitops_apply_twice_changes_nothing(
             rbac = kubernetes.client.RbacAuthorizationV1Api(api)
             try:
                 apps.read_namespaced_stateful_set("orders-broker", watched)
-                batch.read_namespaced_cron_job("orders-dlq-archive", watched)
                 rbac.read_namespaced_role("payments-reprocess-spark", watched)
             except ApiException as exc:
                 if exc.status == 404:
                     return False
                 raise
+            archive = custom.get_namespaced_custom_object(
+                "reconsume.io", "v1alpha1", watched, "deadletterjobs", "orders-dlq-archive"
+            )
+            reasons = {
+                c.get("reason") for c in (archive.get("status") or {}).get("conditions") or ()
+            }
+            if "WaitingForConsumerGroup" not in reasons:
+                return False
+            with pytest.raises(ApiException):  # no CronJob before its group is Ready
+                batch.read_namespaced_cron_job("orders-dlq-archive", watched)
             return True
 
         eventually(reconciled, 90, f"the operator reconciled the examples\n{logs()}")

@@ -48,7 +48,7 @@ GROUP_NAME = "GID_orders"
 K8S = "k8s://https://kubernetes.default.svc"
 NOW = "2026-11-21T10:00:00Z"
 UNREACHABLE = "127.0.0.1:1;127.0.0.1:2"
-"""An external cluster's name servers for tests that never reach them."""
+"""An external cluster's name servers that never answer: its groups are never Ready."""
 SPARK_CRD = "sparkapplications.sparkoperator.k8s.io"
 RECONSUME = shutil.which("reconsume") or str(Path(sys.executable).with_name("reconsume"))
 LOCAL_SPARK = {
@@ -191,7 +191,7 @@ def reconciles() -> float:
 
 # ------------------------------------------------------------------ Jobs and their specs
 def test_a_dead_letter_job_waits_for_its_group_then_runs_as_a_job_it_owns(
-    resources: Resources, api: kubernetes.client.ApiClient, operator: KopfRunner
+    resources: Resources, api: kubernetes.client.ApiClient, brokers: Cluster, operator: KopfRunner
 ) -> None:
     ns = resources.namespace
     batch = kubernetes.client.BatchV1Api(api)
@@ -209,7 +209,14 @@ def test_a_dead_letter_job_waits_for_its_group_then_runs_as_a_job_it_owns(
     assert "orders-consumer" in condition["message"]
     assert status(resources, "orders-dlq")["phase"] == "Pending"
 
-    create_group(resources, UNREACHABLE)  # the run is started again (backoff), finds it
+    create_group(resources, UNREACHABLE)  # the run is started again (backoff), finds it ...
+    condition = resources.wait_condition(DLJ, "orders-dlq", "False", "WaitingForConsumerGroup")
+    assert "ConsumerGroup orders-consumer is not Ready" in condition["message"]
+    assert "NameServerUnreachable" in condition["message"]
+    assert status(resources, "orders-dlq")["phase"] == "Pending"
+    assert read(batch.read_namespaced_job, "orders-dlq-1", ns) is None  # ... not yet Ready
+    address = brokers.namesrv.address
+    resources.patch("brokerclusters", "orders", {"spec": {"external": {"nameServer": address}}})
     job = eventually(lambda: read(batch.read_namespaced_job, "orders-dlq-1", ns), 30, "Job")
     assert owner_of(job) == ("DeadLetterJob", "orders-dlq", True)
     assert job.metadata.labels["reconsume.io/dead-letter-job"] == "orders-dlq"
@@ -223,7 +230,7 @@ def test_a_dead_letter_job_waits_for_its_group_then_runs_as_a_job_it_owns(
     assert main.image == DEFAULT_DLQ_JOBS_IMAGE
     assert main.command == [
         "reconsume", "dlq", "drain",
-        "--name-server", UNREACHABLE,
+        "--name-server", address,
         "--group", GROUP_NAME,
         "--job", f"{ns}/orders-dlq",
         "--filter", "reconsumeTimes >= 5",
@@ -249,10 +256,10 @@ def test_a_dead_letter_job_waits_for_its_group_then_runs_as_a_job_it_owns(
 
 
 def test_spark_on_kubernetes_gets_the_runs_service_account_role_and_binding(
-    resources: Resources, api: kubernetes.client.ApiClient, operator: KopfRunner
+    resources: Resources, api: kubernetes.client.ApiClient, brokers: Cluster, operator: KopfRunner
 ) -> None:
     ns = resources.namespace
-    create_group(resources, UNREACHABLE)
+    create_group(resources, brokers.namesrv.address)
     create_job(resources, "replay", spark={"master": K8S, "image": "my/dlq:2"})
     batch = kubernetes.client.BatchV1Api(api)
     job = eventually(lambda: read(batch.read_namespaced_job, "replay-1", ns), 30, "Job")
@@ -283,10 +290,10 @@ def test_spark_on_kubernetes_gets_the_runs_service_account_role_and_binding(
 
 
 def test_a_schedule_runs_as_a_cron_job_and_reports_its_last_run(
-    resources: Resources, api: kubernetes.client.ApiClient, operator: KopfRunner
+    resources: Resources, api: kubernetes.client.ApiClient, brokers: Cluster, operator: KopfRunner
 ) -> None:
     ns = resources.namespace
-    create_group(resources, UNREACHABLE)
+    create_group(resources, brokers.namesrv.address)
     create_job(resources, "nightly", action="Purge", schedule="0 3 * * *")
     batch = kubernetes.client.BatchV1Api(api)
     cron = eventually(lambda: read(batch.read_namespaced_cron_job, "nightly", ns), 30, "CronJob")
@@ -335,11 +342,11 @@ def test_a_schedule_runs_as_a_cron_job_and_reports_its_last_run(
 
 
 def test_a_second_job_of_the_group_waits_until_the_first_has_finished(
-    resources: Resources, api: kubernetes.client.ApiClient, operator: KopfRunner
+    resources: Resources, api: kubernetes.client.ApiClient, brokers: Cluster, operator: KopfRunner
 ) -> None:
     ns = resources.namespace
     batch = kubernetes.client.BatchV1Api(api)
-    create_group(resources, UNREACHABLE)
+    create_group(resources, brokers.namesrv.address)
     create_job(resources, "first")
     eventually(lambda: read(batch.read_namespaced_job, "first-1", ns), 30, "first Job")
     create_job(resources, "second", action="Purge")
@@ -392,7 +399,7 @@ SPARK_APPLICATIONS_CRD = {
 
 
 def test_with_spark_operator_installed_a_kubernetes_job_is_a_spark_application(
-    resources: Resources, api: kubernetes.client.ApiClient, operator: KopfRunner
+    resources: Resources, api: kubernetes.client.ApiClient, brokers: Cluster, operator: KopfRunner
 ) -> None:
     ns = resources.namespace
     extensions = kubernetes.client.ApiextensionsV1Api(api)
@@ -409,7 +416,7 @@ def test_with_spark_operator_installed_a_kubernetes_job_is_a_spark_application(
         )
         custom = kubernetes.client.CustomObjectsApi(api)
         spark = ("sparkoperator.k8s.io", "v1beta2", ns, "sparkapplications")
-        create_group(resources, UNREACHABLE)
+        create_group(resources, brokers.namesrv.address)
         create_job(
             resources,
             "replay",
@@ -422,7 +429,7 @@ def test_with_spark_operator_installed_a_kubernetes_job_is_a_spark_application(
         assert (body["type"], body["mode"]) == ("Python", "cluster")
         assert body["mainApplicationFile"].startswith("local://")
         assert body["arguments"][:7] == [
-            "reprocess", "--name-server", UNREACHABLE, "--group", GROUP_NAME,
+            "reprocess", "--name-server", brokers.namesrv.address, "--group", GROUP_NAME,
             "--job", f"{ns}/replay",
         ]  # fmt: skip
         assert body["driver"]["serviceAccount"] == "replay-spark"

@@ -41,6 +41,8 @@ def test_every_handler_is_registered_in_the_given_registry() -> None:
     register(registry, OperatorConfig(drift_interval_s=2))
     ids = {str(h.id) for h in registry._changing.get_all_handlers()}
     assert {"reconcile-create", "reconcile-update", "reconcile-resume", "delete"} <= ids
+    assert {"paused-create", "paused-update", "paused-resume"} <= ids
+    assert {"force-delete", "paused-delete"} <= ids
     assert {"cluster-create", "cluster-update", "cluster-resume"} <= ids
     timers = list(registry._spawning.get_all_handlers())
     assert {t.interval for t in timers} == {2}  # type: ignore[union-attr]
