@@ -9,6 +9,7 @@ a default config on first use when ``auto_create_subscription_group`` is on
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -27,6 +28,7 @@ from reconsume.engine.retry_message import mark_dead_letter, origin_message_id, 
 from reconsume.engine.retry_queues import resized_retry_topic, updated_retry_topic, writable_queue
 from reconsume.engine.schedule import ScheduleService
 from reconsume.engine.timer import TimerService
+from reconsume.errors import StoreError
 from reconsume.message.address import HostAddress
 from reconsume.message.configs import (
     PERM_INHERIT,
@@ -44,6 +46,7 @@ from reconsume.message.names import (
 )
 from reconsume.store import MessageStore, PutRequest, PutResult
 from reconsume.store.requests import TagsCode, default_tags_code
+from reconsume.wire.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +259,22 @@ class BrokerContext:
                 (self.tags_code(topic, request.properties, 0),),
             )
         return result
+
+    async def durable(self, result: PutResult) -> tuple[int, str]:
+        """Wait (under Sync flush) for the fsync covering ``result``: SUCCESS; or
+        FLUSH_DISK_TIMEOUT after ``sync_flush_timeout_ms`` (the message stays stored) or
+        SERVICE_NOT_AVAILABLE when the fsync failed, each with what happened."""
+        durable = asyncio.wrap_future(self.store.durable(result.end_offset))
+        timeout_s = self.settings.sync_flush_timeout_ms / 1000
+        try:
+            await asyncio.wait_for(asyncio.shield(durable), timeout_s)
+        except TimeoutError:
+            log.warning("fsync did not complete within %gs", timeout_s)
+            return ResponseCode.FLUSH_DISK_TIMEOUT, "FLUSH_DISK_TIMEOUT"
+        except StoreError as exc:
+            log.warning("fsync failed: %s", exc)
+            return ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)
+        return ResponseCode.SUCCESS, ""
 
     def schedule_appended(self, queue_id: int) -> None:
         """A delayed message was stored in schedule queue ``queue_id``."""

@@ -23,6 +23,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from reconsume.engine.delivery import next_backoff
 from reconsume.errors import RemotingError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
@@ -107,8 +108,11 @@ class Registrar:
                 self._round_over.set()
                 self._round_over = asyncio.Event()
             wait_s = self.interval_s
-            if not self.registrations:
-                wait_s, retry_s = min(retry_s, self.interval_s), retry_s * 2
+            if self.registrations:
+                retry_s = FIRST_RETRY_S
+            else:
+                wait_s = min(retry_s, self.interval_s)
+                retry_s = next_backoff(retry_s, self.interval_s)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait_s):
                     await self._changed.wait()

@@ -12,13 +12,17 @@ flush the answer waits (without blocking the event loop) for the fsync that cove
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
 from collections.abc import Awaitable, Sequence
 
 from reconsume.broker.context import BrokerContext
+from reconsume.engine.retry import (
+    DLQ_QUEUE_NUMS,
+    max_reconsume_times,
+    past_max_reconsume_times,
+)
 from reconsume.engine.timer_message import (
     TIMER_PROPERTIES,
     asks_for_delay,
@@ -35,6 +39,7 @@ from reconsume.message.names import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     dead_letter_topic,
+    group_of,
     is_retry_topic,
     validate_topic,
 )
@@ -51,7 +56,6 @@ from reconsume.wire.transport import Connection
 
 log = logging.getLogger(__name__)
 
-DLQ_QUEUE_NUMS = 1
 REGION_ID = "DefaultRegion"
 """What RocketMQ brokers answer in MSG_REGION by default."""
 _NOT_SENDABLE = frozenset(
@@ -168,16 +172,14 @@ class SendProcessor:
     ) -> tuple[str, int, TopicConfig]:
         """``handleRetryAndDLQ``: a retry message past its group's maximum reconsume times is
         a dead letter."""
-        group = topic.removeprefix("%RETRY%")
+        group = group_of(topic) or ""
         group_config = self.context.find_group(group)
         if group_config is None:
             raise _Refused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
-        max_times = group_config.retry_max_times
-        if header.max_reconsume_times is not None:
-            max_times = header.max_reconsume_times
-        if (header.reconsume_times or 0) < max_times:
+        limit = max_reconsume_times(group_config.retry_max_times, header.max_reconsume_times)
+        if not past_max_reconsume_times(header.reconsume_times or 0, limit):
             return topic, queue_id, config
         dlq = dead_letter_topic(group)
         dlq_config = self.context.ensure_topic(dlq, DLQ_QUEUE_NUMS, PERM_READ_WRITE)
@@ -323,7 +325,7 @@ class SendProcessor:
     async def _answer_when_durable(
         self, request: RemotingCommand, results: Sequence[PutResult], queue_id: int
     ) -> RemotingCommand:
-        code = await self._wait_durable(results[-1])
+        code, _detail = await self.context.durable(results[-1])
         return self._answer(request, results, queue_id, code)
 
     def _answer(
@@ -337,21 +339,6 @@ class SendProcessor:
         ext[props.MSG_REGION] = REGION_ID
         ext[props.TRACE_SWITCH] = "true"
         return request.respond(code, None, ext)
-
-    async def _wait_durable(self, last: PutResult) -> int:
-        """SUCCESS once the fsync covering ``last`` is done; FLUSH_DISK_TIMEOUT after the
-        configured wait (the message stays stored); SERVICE_NOT_AVAILABLE if the fsync failed."""
-        durable = asyncio.wrap_future(self.context.store.durable(last.end_offset))
-        timeout_s = self.context.settings.sync_flush_timeout_ms / 1000
-        try:
-            await asyncio.wait_for(asyncio.shield(durable), timeout_s)
-        except TimeoutError:
-            log.warning("fsync did not complete within %gs", timeout_s)
-            return ResponseCode.FLUSH_DISK_TIMEOUT
-        except StoreError as exc:
-            log.warning("fsync failed: %s", exc)
-            return ResponseCode.SERVICE_NOT_AVAILABLE
-        return ResponseCode.SUCCESS
 
 
 def _born_host(connection: Connection) -> bytes:

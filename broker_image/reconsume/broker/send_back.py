@@ -13,7 +13,6 @@ message.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
@@ -22,6 +21,7 @@ from collections.abc import Awaitable
 from reconsume.broker.context import BrokerContext
 from reconsume.engine.policies import retry_policy
 from reconsume.engine.retry import (
+    DLQ_QUEUE_NUMS,
     DelayLevelPolicy,
     RetryDecision,
     RetryPolicy,
@@ -40,7 +40,6 @@ from reconsume.wire.transport import Connection
 
 log = logging.getLogger(__name__)
 
-DLQ_QUEUE_NUMS = 1
 UNIT_SUB_TOPIC_SYS_FLAG = 0x2
 """``TopicSysFlag.buildSysFlag(false, true)``: the retry topic of a unit-mode consumer."""
 
@@ -149,14 +148,9 @@ class SendBackProcessor:
         origin: str,
         decision: RetryDecision,
     ) -> RemotingCommand:
-        durable = asyncio.wrap_future(self.context.store.durable(result.end_offset))
-        try:
-            async with asyncio.timeout(self.context.settings.sync_flush_timeout_ms / 1000):
-                await asyncio.shield(durable)
-        except TimeoutError:
-            return request.respond(ResponseCode.SYSTEM_ERROR, "FLUSH_DISK_TIMEOUT")
-        except StoreError as exc:
-            return request.respond(ResponseCode.SYSTEM_ERROR, str(exc))
+        code, detail = await self.context.durable(result)
+        if code != ResponseCode.SUCCESS:
+            return request.respond(ResponseCode.SYSTEM_ERROR, detail)
         return self._succeeded(request, group, origin, decision)
 
     def _succeeded(

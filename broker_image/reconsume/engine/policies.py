@@ -32,6 +32,7 @@ from reconsume.engine.retry import (
     DelayLevelPolicy,
     RetryDecision,
     RetryPolicy,
+    past_max_reconsume_times,
 )
 from reconsume.errors import InvalidArgumentError
 
@@ -61,7 +62,7 @@ class _Decide:
     ) -> RetryDecision:
         if requested_delay_level < 0:
             return RetryDecision.dead(DeadLetterReason.CONSUMER_REQUESTED)
-        if reconsume_times >= max_reconsume_times:
+        if past_max_reconsume_times(reconsume_times, max_reconsume_times):
             return RetryDecision.dead(DeadLetterReason.MAX_RECONSUME_TIMES)
         if requested_delay_level > 0:  # the consumer chose a level: it gets that level
             return RetryDecision.retry(self.levels.clamp(requested_delay_level))

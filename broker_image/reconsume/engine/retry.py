@@ -77,6 +77,16 @@ class RetryPolicy(Protocol):
         letter, > 0: that level)."""
 
 
+DLQ_QUEUE_NUMS = 1
+"""Queues of a ``%DLQ%<group>`` topic (RocketMQ's ``DLQ_NUMS_PER_GROUP``)."""
+
+
+def past_max_reconsume_times(reconsume_times: int, max_times: int) -> bool:
+    """Whether a message consumed ``reconsume_times`` times is a dead letter (RocketMQ's
+    ``handleRetryAndDLQ`` for a plain send to ``%RETRY%``, and every policy's limit)."""
+    return reconsume_times >= max_times
+
+
 def max_reconsume_times(group_retry_max_times: int, header_max_reconsume_times: int | None) -> int:
     """The group's ``retryMaxTimes``, overridden by the consumer's ``maxReconsumeTimes``."""
     if header_max_reconsume_times is not None:
@@ -100,7 +110,7 @@ class DelayLevelPolicy:
     ) -> RetryDecision:
         if requested_delay_level < 0:
             return RetryDecision.dead(DeadLetterReason.CONSUMER_REQUESTED)
-        if reconsume_times >= max_reconsume_times:
+        if past_max_reconsume_times(reconsume_times, max_reconsume_times):
             return RetryDecision.dead(DeadLetterReason.MAX_RECONSUME_TIMES)
         if requested_delay_level == 0:
             return RetryDecision.retry(next_delay_level(reconsume_times, self.levels))

@@ -23,41 +23,28 @@ in the log counts as a duplicate.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
-import time
 from collections.abc import Callable
 
 from reconsume.engine.delays import DelayLevels, level_of_queue, schedule_queue_id
+from reconsume.engine.delivery import MIN_DUE_MS, Appender, DeliveryService, Entry, wall_ms
 from reconsume.engine.redelivery import delivered_origins
 from reconsume.engine.schedule_state import Batch, LevelState, ScheduleSettings
-from reconsume.engine.schedule_stats import ScheduleStats
-from reconsume.engine.scheduled import correct_due_ms, restore
-from reconsume.errors import CodecError, InvalidArgumentError, StoreError
+from reconsume.engine.scheduled import correct_due_ms
+from reconsume.errors import StoreError
 from reconsume.message.decode import peek_routing
 from reconsume.message.names import SCHEDULE_TOPIC
-from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
+from reconsume.store import MessageStore, PutResult
 
 log = logging.getLogger(__name__)
 
-Appender = Callable[[PutRequest], PutResult]
-"""Appends a delivered message and wakes whoever waits on its queue; raises StoreError or
-OSError when the store refuses the write, InvalidArgumentError when the message is invalid."""
-
-MIN_DUE_MS = 2**31
-"""Any tag code below this is a TAGS hash (a Java int), not a due time: the entry was indexed
-without the schedule hook (e.g. by a tool recovering the store), so its due time is taken
-from the record instead."""
 REDELIVERY_SCAN_KEY = "redeliveryScanFrom"
 """Key in ``delayOffset.json`` of {level: commit-log offset a restart scans from}. The
 offsets themselves are under the level (``"3"``) and its queue id (2)."""
 
 
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class ScheduleService:
+class ScheduleService(DeliveryService):
     """Call :meth:`start` on the broker's event loop once the store is open, :meth:`stop`
     before closing it."""
 
@@ -70,20 +57,11 @@ class ScheduleService:
         *,
         now_ms: Callable[[], int] = wall_ms,
     ) -> None:
-        self.store = store
+        super().__init__(store, append, settings, now_ms)
         self.levels = levels
-        self.stats = ScheduleStats()
-        self._append = append
-        self._settings = settings or ScheduleSettings()
-        self._now_ms = now_ms
-        self._sync = store.settings.flush_mode is FlushMode.SYNC
         self._table = store.schedule_offsets
         self._states: dict[int, LevelState] = {}
         """By schedule queue id."""
-        self._redelivered: set[int] = set()
-        self._stopping = False
-        self._stopped = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------ life cycle
     def scan_floor(self) -> int | None:
@@ -107,9 +85,8 @@ class ScheduleService:
         # Floors from now on: a crash before the first interval must find what is delivered.
         await self.persist()
         for state in self._states.values():
-            self._tasks.append(
-                asyncio.create_task(self._worker(state), name=f"schedule-{state.level}")
-            )
+            run = self._worker(functools.partial(self._run, state), _who(state))
+            self._tasks.append(asyncio.create_task(run, name=f"schedule-{state.level}"))
         self._tasks.append(asyncio.create_task(self._persist_every(), name="schedule-persist"))
 
     def _saved_offset(self, level: int) -> int:
@@ -119,30 +96,18 @@ class ScheduleService:
         saved = self._table.get(str(level), queue_id)
         return low if saved is None else min(max(saved, low), high)
 
-    async def stop(self) -> None:
-        """Finish deliveries in progress (up to ``stop_timeout_s``), then persist offsets."""
-        self._stopping = True
-        self._stopped.set()
-        for state in self._states.values():
-            state.appended.set()
-        if self._tasks:
-            _done, pending = await asyncio.wait(self._tasks, timeout=self._settings.stop_timeout_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            self._tasks.clear()
-        durable = [b.durable for s in self._states.values() for b in s.inflight if b.durable]
-        if durable:  # confirm what was delivered, so that a clean restart repeats nothing
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._settings.stop_timeout_s):
-                    await asyncio.gather(*durable, return_exceptions=True)
-        await self.persist()
-
     def wake(self, queue_id: int) -> None:
         """Something was appended to schedule queue ``queue_id``."""
         state = self._states.get(queue_id)
         if state is not None:
             state.appended.set()
+
+    def _wake_workers(self) -> None:
+        for state in self._states.values():
+            state.appended.set()
+
+    def _durable_futures(self) -> list[asyncio.Future[None]]:
+        return [b.durable for s in self._states.values() for b in s.inflight if b.durable]
 
     # ------------------------------------------------------------------ observation
     def pending(self) -> dict[int, int]:
@@ -159,15 +124,6 @@ class ScheduleService:
         return {state.level: state.cursor for state in self._states.values()}
 
     # ------------------------------------------------------------------ workers
-    async def _worker(self, state: LevelState) -> None:
-        while not self._stopping:
-            try:
-                await self._run(state)
-            except Exception:
-                # A bug must not stop a level for good: log it and carry on after a pause.
-                log.exception("schedule worker of level %d failed", state.level)
-                await self._pause(self._settings.retry_max_backoff_ms / 1000)
-
     async def _run(self, state: LevelState) -> None:
         while not self._stopping:
             state.appended.clear()
@@ -232,91 +188,32 @@ class ScheduleService:
     async def _deliver(
         self, state: LevelState, phys: int, due_ms: int
     ) -> tuple[bool, PutResult | None]:
-        """Put one entry to its real topic, retrying while the store refuses. Returns whether
-        to move past the entry (False: stopping) and the put's result (None: skipped)."""
-        backoff_ms = self._settings.retry_min_backoff_ms
-        failures = 0
-        while True:
+        def read() -> Entry | None:
             record = self.store.read_message(phys)
-            if record is None:
-                return self._discard(state, phys, "its record is gone")
-            try:
-                result = self._append(restore(record, phys))
-            except (InvalidArgumentError, CodecError) as exc:
-                return self._discard(state, phys, str(exc))
-            except (StoreError, OSError) as exc:
-                self.stats.put_failures += 1
-                if failures == 0:
-                    log.warning(
-                        "schedule level %d: the store refused a delivery (%s); retrying",
-                        state.level,
-                        exc,
-                    )
-                failures += 1
-                if await self._pause(backoff_ms / 1000):
-                    return False, None
-                backoff_ms = min(backoff_ms * 2, self._settings.retry_max_backoff_ms)
-                continue
-            self._delivered(state, phys, due_ms)
-            if failures:
-                log.warning("schedule level %d: delivered after %d refusals", state.level, failures)
-            return True, result
+            return None if record is None else (phys, record)
 
-    def _delivered(self, state: LevelState, phys: int, due_ms: int) -> None:
-        stats = self.stats
-        stats.lateness.observe(max(0, self._now_ms() - due_ms) / 1000)
-        stats.delivered[state.level] = stats.delivered.get(state.level, 0) + 1
-        if phys in self._redelivered:
-            self._redelivered.discard(phys)
-            stats.redelivered_duplicates += 1
-
-    def _discard(self, state: LevelState, phys: int, why: str) -> tuple[bool, None]:
-        log.error(
-            "schedule level %d: skipping the entry at commit-log offset %d: %s",
-            state.level,
-            phys,
-            why,
-        )
-        self.stats.discarded += 1
-        return True, None
+        where = f"commit-log offset {phys}"
+        return await self._put(read, due_ms, _who(state), where, state.level)
 
     def _track(self, state: LevelState, first_offset: int | None, last_end: int) -> None:
-        """Confirm a delivered batch once it is durable. The worker does not wait for the
-        fsync: the next due entry must not be late by it."""
+        """Confirm a delivered batch once it is durable."""
         batch = Batch(state.cursor, first_offset)
         state.inflight.append(batch)
         if last_end < 0 or not self._sync:
             batch.done = True
             self._drain(state)
             return
-        batch.durable = asyncio.wrap_future(self.store.durable(last_end))
-        batch.durable.add_done_callback(lambda future: self._durable(state, batch, future))
 
-    def _durable(self, state: LevelState, batch: Batch, future: asyncio.Future[None]) -> None:
-        if future.cancelled():
-            return
-        failure = future.exception()
-        if failure is not None:
-            # The store turned read-only: these stay unconfirmed, so a restart (on healthy
-            # storage) delivers them again.
-            log.error("schedule level %d: deliveries not durable: %s", state.level, failure)
-            return
-        batch.done = True
-        self._drain(state)
+        def confirm() -> None:
+            batch.done = True
+            self._drain(state)
+
+        batch.durable = self._when_durable(last_end, _who(state), confirm)
 
     @staticmethod
     def _drain(state: LevelState) -> None:
         while state.inflight and state.inflight[0].done:
             state.confirmed = state.inflight.popleft().cursor
-
-    async def _pause(self, seconds: float) -> bool:
-        """Wait ``seconds`` on a timer; returns True (early) when the service stops."""
-        if self._stopping:
-            return True
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stopped.wait()
-        return self._stopping
 
     async def _sleep_until(self, due_ms: int) -> None:
         while not self._stopping:
@@ -326,10 +223,6 @@ class ScheduleService:
             await self._pause(remaining_ms / 1000)
 
     # ------------------------------------------------------------------ persistence
-    async def _persist_every(self) -> None:
-        while not await self._pause(self._settings.persist_interval_ms / 1000):
-            await self.persist()
-
     def record_offsets(self) -> None:
         """Put the confirmed offsets, then the scan floors, into the offset table (in that
         order: a table snapshot taken in between pairs new offsets with older, lower floors,
@@ -351,3 +244,7 @@ class ScheduleService:
             await asyncio.to_thread(self._table.persist)
         except (OSError, StoreError) as exc:
             log.warning("persisting schedule offsets failed (retrying next interval): %s", exc)
+
+
+def _who(state: LevelState) -> str:
+    return f"schedule level {state.level}"

@@ -32,11 +32,9 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
+from reconsume.engine.delivery import MIN_DUE_MS, Appender, DeliveryService, Entry, wall_ms
 from reconsume.engine.redelivery import delivered_origins
-from reconsume.engine.schedule import MIN_DUE_MS, Appender, wall_ms
 from reconsume.engine.schedule_state import ScheduleSettings
-from reconsume.engine.schedule_stats import ScheduleStats
-from reconsume.engine.scheduled import restore
 from reconsume.engine.timer_message import TIMER_QUEUE_ID, due_of_properties
 from reconsume.engine.timer_progress import (
     DeliveredSet,
@@ -45,10 +43,10 @@ from reconsume.engine.timer_progress import (
     progress_path,
     save_progress,
 )
-from reconsume.errors import CodecError, InvalidArgumentError, StoreError
+from reconsume.errors import StoreError
 from reconsume.message.decode import peek_routing
 from reconsume.message.names import TIMER_TOPIC
-from reconsume.store import FlushMode, MessageStore, PutResult
+from reconsume.store import MessageStore, PutResult
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +72,7 @@ class _Batch:
         self.durable: asyncio.Future[None] | None = None
 
 
-class TimerService:
+class TimerService(DeliveryService):
     """Call :meth:`start` on the broker's event loop once the store is open, :meth:`stop`
     before closing it."""
 
@@ -86,13 +84,8 @@ class TimerService:
         *,
         now_ms: Callable[[], int] = wall_ms,
     ) -> None:
-        self.store = store
-        self.stats = ScheduleStats()
-        """``delivered`` is keyed by 0 (the timer has no levels)."""
-        self._append = append
-        self._settings = settings or ScheduleSettings()
-        self._now_ms = now_ms
-        self._sync = store.settings.flush_mode is FlushMode.SYNC
+        super().__init__(store, append, settings, now_ms)
+        # stats.delivered is keyed by 0 (the timer has no levels).
         self._path = progress_path(store.root / "config")
         saved = load_progress(self._path)
         self.scan_floor = saved.redelivery_scan_from
@@ -102,12 +95,8 @@ class TimerService:
         self._loaded = 0
         """The next consume-queue offset to index."""
         self._inflight: deque[_Batch] = deque()
-        self._redelivered: set[int] = set()
         self._appended = asyncio.Event()
-        self._stopped = asyncio.Event()
-        self._stopping = False
         self._persist_lock = asyncio.Lock()
-        self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------ life cycle
     async def start(self, redelivered: set[int] | None = None) -> None:
@@ -129,30 +118,18 @@ class TimerService:
             log.warning("timer: entries %d-%d removed by retention", self._delivered.low, low - 1)
         self._loaded = max(self._delivered.low, low)
         await self.persist()  # floors from now on: a crash before the first interval is covered
-        self._tasks.append(asyncio.create_task(self._worker(), name="timer"))
+        self._tasks.append(asyncio.create_task(self._worker(self._run, "timer"), name="timer"))
         self._tasks.append(asyncio.create_task(self._persist_every(), name="timer-persist"))
-
-    async def stop(self) -> None:
-        """Finish deliveries in progress (up to ``stop_timeout_s``), then persist."""
-        self._stopping = True
-        self._stopped.set()
-        self._appended.set()
-        if self._tasks:
-            _done, pending = await asyncio.wait(self._tasks, timeout=self._settings.stop_timeout_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            self._tasks.clear()
-        durable = [b.durable for b in self._inflight if b.durable is not None]
-        if durable:  # confirm what was delivered, so that a clean restart repeats nothing
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._settings.stop_timeout_s):
-                    await asyncio.gather(*durable, return_exceptions=True)
-        await self.persist()
 
     def wake(self) -> None:
         """Something was appended to the timer topic."""
         self._appended.set()
+
+    def _wake_workers(self) -> None:
+        self._appended.set()
+
+    def _durable_futures(self) -> list[asyncio.Future[None]]:
+        return [b.durable for b in self._inflight if b.durable is not None]
 
     # ------------------------------------------------------------------ observation
     def pending(self) -> int:
@@ -161,15 +138,6 @@ class TimerService:
         return len(self._heap) + max(0, unloaded)
 
     # ------------------------------------------------------------------ the worker
-    async def _worker(self) -> None:
-        while not self._stopping:
-            try:
-                await self._run()
-            except Exception:
-                # A bug must not stop the timer for good: log it and carry on after a pause.
-                log.exception("timer worker failed")
-                await self._pause(self._settings.retry_max_backoff_ms / 1000)
-
     async def _run(self) -> None:
         while not self._stopping:
             self._appended.clear()
@@ -248,65 +216,20 @@ class TimerService:
         return heap[0] >> OFFSET_BITS if heap else None
 
     async def _deliver(self, offset: int, due_ms: int) -> tuple[bool, PutResult | None]:
-        """Put one entry to its real topic, retrying while the store refuses. Returns whether
-        to move past the entry (False: stopping) and the put's result (None: skipped)."""
-        backoff_ms = self._settings.retry_min_backoff_ms
-        failures = 0
-        while True:
+        def read() -> Entry | None:
             entries = self.store.queue_entries(TIMER_TOPIC, TIMER_QUEUE_ID, offset, 1)
             record = self.store.read_message(entries[0][0]) if entries else None
-            if record is None:
-                return self._discard(offset, "its record is gone")
-            phys = entries[0][0]
-            try:
-                result = self._append(restore(record, phys))
-            except (InvalidArgumentError, CodecError) as exc:
-                return self._discard(offset, str(exc))
-            except (StoreError, OSError) as exc:
-                self.stats.put_failures += 1
-                if failures == 0:
-                    log.warning("timer: the store refused a delivery (%s); retrying", exc)
-                failures += 1
-                if await self._pause(backoff_ms / 1000):
-                    return False, None
-                backoff_ms = min(backoff_ms * 2, self._settings.retry_max_backoff_ms)
-                continue
-            stats = self.stats
-            stats.lateness.observe(max(0, self._now_ms() - due_ms) / 1000)
-            stats.delivered[0] = stats.delivered.get(0, 0) + 1
-            if phys in self._redelivered:
-                self._redelivered.discard(phys)
-                stats.redelivered_duplicates += 1
-            if failures:
-                log.warning("timer: delivered after %d refusals", failures)
-            return True, result
+            return None if record is None else (entries[0][0], record)
 
-    def _discard(self, offset: int, why: str) -> tuple[bool, None]:
-        log.error("timer: skipping the entry at queue offset %d: %s", offset, why)
-        self.stats.discarded += 1
-        return True, None
+        return await self._put(read, due_ms, "timer", f"queue offset {offset}", 0)
 
     def _track(self, batch: _Batch, last_end: int) -> None:
-        """Add a delivered batch to the delivered set once it is durable. The worker does not
-        wait for the fsync: the next due entry must not be late by it."""
+        """Add a delivered batch to the delivered set once it is durable."""
         if last_end < 0 or not self._sync:
             self._confirm(batch)
             return
         self._inflight.append(batch)
-        durable = asyncio.wrap_future(self.store.durable(last_end))
-        batch.durable = durable
-        durable.add_done_callback(lambda future: self._durable(batch, future))
-
-    def _durable(self, batch: _Batch, future: asyncio.Future[None]) -> None:
-        if future.cancelled():
-            return
-        failure = future.exception()
-        if failure is not None:
-            # The store turned read-only: these stay unconfirmed, so a restart (on healthy
-            # storage) delivers them again.
-            log.error("timer: deliveries not durable: %s", failure)
-            return
-        self._confirm(batch)
+        batch.durable = self._when_durable(last_end, "timer", lambda: self._confirm(batch))
 
     def _confirm(self, batch: _Batch) -> None:
         batch.done = True
@@ -316,20 +239,7 @@ class TimerService:
         while inflight and inflight[0].done:
             inflight.popleft()
 
-    async def _pause(self, seconds: float) -> bool:
-        """Wait ``seconds`` on a timer; returns True (early) when the service stops."""
-        if self._stopping:
-            return True
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stopped.wait()
-        return self._stopping
-
     # ------------------------------------------------------------------ persistence
-    async def _persist_every(self) -> None:
-        while not await self._pause(self._settings.persist_interval_ms / 1000):
-            await self.persist()
-
     def snapshot(self) -> TimerProgress:
         """The progress to persist. The floor is the first unconfirmed delivery (or the log's
         end), taken together with the set on the event loop: every delivery of an entry

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from reconsume.engine.delays import DelayLevels
-from reconsume.engine.schedule import wall_ms
+from reconsume.engine.delivery import wall_ms
 from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.scheduled import schedule_tags_code
 from reconsume.engine.timer import TimerService
