@@ -19,10 +19,11 @@ from typing import Any
 
 from reconsume.client.broker_api import BrokerApi
 from reconsume.client.namesrv import RouteCache
-from reconsume.client.routes import MessageQueue, TopicRoute, loads_fastjson
+from reconsume.client.routes import MessageQueue, TopicRoute
 from reconsume.errors import InvalidArgumentError, RemotingError
 from reconsume.message.configs import PERM_READ_WRITE, SubscriptionGroupConfig, TopicConfig
 from reconsume.message.names import DEFAULT_TOPIC, validate_group, validate_topic
+from reconsume.wire import fastjson
 from reconsume.wire.broker_headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -103,7 +104,7 @@ class AdminClient:
 
     async def brokers(self, cluster: str | None = None) -> list[BrokerInfo]:
         """The brokers registered with the name servers (of ``cluster``), by name."""
-        document = loads_fastjson(await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO))
+        document = fastjson.loads(await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO))
         table: dict[str, Any] = document.get("brokerAddrTable") or {}
         names = None
         if cluster is not None:
@@ -289,7 +290,7 @@ class AdminClient:
             header.to_ext_fields(),
             what=f"groups of {topic} on {broker}",
         )
-        document = loads_fastjson(response.body) if response.body else {}
+        document = fastjson.loads(response.body) if response.body else {}
         return sorted(str(g) for g in document.get("groupList") or [])
 
     # ------------------------------------------------------------------ offsets

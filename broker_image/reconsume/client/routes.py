@@ -7,31 +7,14 @@ and a consumer reads from, the way RocketMQ's ``MQClientInstance`` does.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from reconsume.errors import CodecError, InvalidArgumentError
 from reconsume.message.configs import is_readable, is_writable
+from reconsume.wire import fastjson
 
 MASTER_ID = 0
-# An integer object key as fastjson writes it: `{0:` or `,1:` (never inside a string here:
-# topic, broker and cluster names cannot contain '{', ',' or ':' followed by digits and ':').
-_UNQUOTED_KEY = re.compile(r'([{,])(-?\d+):(?=["{\[\d tfn-])')
-
-
-def loads_fastjson(data: bytes | str) -> Any:
-    """Parse JSON that may use fastjson's unquoted integer keys."""
-    text = data.decode() if isinstance(data, bytes) else data
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return json.loads(_UNQUOTED_KEY.sub(r'\1"\2":', text))
-    except json.JSONDecodeError as exc:
-        raise CodecError(f"route data is not JSON: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -85,7 +68,7 @@ class TopicRoute:
 
     @classmethod
     def parse(cls, topic: str, body: bytes) -> TopicRoute:
-        data = loads_fastjson(body)
+        data = fastjson.loads(body)
         try:
             brokers = {
                 str(b["brokerName"]): BrokerRoute(

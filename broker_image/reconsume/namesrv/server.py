@@ -10,9 +10,9 @@ from typing import Any
 
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.configs import TopicConfig
-from reconsume.namesrv import fastjson
 from reconsume.namesrv.routes import RouteTable
 from reconsume.namesrv.settings import NamesrvSettings
+from reconsume.wire import fastjson
 from reconsume.wire.codes import VERSION_4_9_4, RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.headers import (

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from reconsume.client.routes import MessageQueue, TopicRoute, loads_fastjson, select_queue
+from reconsume.client.routes import MessageQueue, TopicRoute, select_queue
 from reconsume.errors import CodecError, InvalidArgumentError
-from reconsume.namesrv import fastjson
+from reconsume.wire import fastjson
 
 ROUTE = {
     "brokerDatas": [
@@ -47,8 +47,8 @@ def test_routes_parse_in_both_forms(standard: bool) -> None:
 
 
 def test_unquoted_keys_inside_nested_objects_parse() -> None:
-    assert loads_fastjson('{"x":{0:"a:1",12:{3:[1]}}}') == {"x": {"0": "a:1", "12": {"3": [1]}}}
-    assert loads_fastjson(json.dumps({"s": "{0:1}"})) == {"s": "{0:1}"}
+    assert fastjson.loads('{"x":{0:"a:1",12:{3:[1]}}}') == {"x": {"0": "a:1", "12": {"3": [1]}}}
+    assert fastjson.loads(json.dumps({"s": "{0:1}"})) == {"s": "{0:1}"}
 
 
 def test_malformed_route_data_raises_codec_error() -> None:

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconsume.message.configs import TopicConfig
-from reconsume.namesrv import fastjson
 from reconsume.namesrv.routes import RouteTable
+from reconsume.wire import fastjson
 
 
 def register(
