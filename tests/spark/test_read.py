@@ -173,7 +173,8 @@ def test_the_end_offsets_are_fixed_when_the_read_is_planned(
     spark: Any, spark_cluster: Cluster
 ) -> None:
     # Imported here: without pyspark the spark fixture skips (or fails in CI) instead.
-    from reconsume.spark.source import ReadOptions, ReconsumeReader
+    from reconsume.spark.reading import ReadOptions
+    from reconsume.spark.source import ReconsumeReader
 
     topic = "spark-scope"
     first = produce(spark_cluster, topic, 10)

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from reconsume.errors import InvalidArgumentError
 from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, TopicOffsets
-from reconsume.spark.source import ReadOptions
+from reconsume.spark.reading import ReadOptions
 from reconsume.spark.stream import (
     ReconsumeStreamReader,
     admit,

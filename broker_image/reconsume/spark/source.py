@@ -27,10 +27,7 @@ one input partition, which pulls its range from the queue's broker.
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -42,188 +39,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from reconsume.client.admin import AdminClient
-from reconsume.client.broker_api import BrokerApi
-from reconsume.client.namesrv import RouteCache
-from reconsume.client.pull import pull_once
-from reconsume.client.routes import MessageQueue
-from reconsume.errors import InvalidArgumentError
-from reconsume.message.names import dead_letter_topic, validate_group, validate_topic
-from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, TopicOffsets
-from reconsume.spark.schema import SCHEMA, Row, to_row
-from reconsume.wire.transport import RemotingClient
+from reconsume.spark.offsets import QueueRange
+from reconsume.spark.reading import QueueRangePartition, ReadOptions, plan_ranges, read_range
+from reconsume.spark.schema import SCHEMA, Row
+from reconsume.spark.stream import ReconsumeStreamReader
+from reconsume.spark.writer import ReconsumeStreamWriter, ReconsumeWriter, writer_of
 
 NAME = "reconsume"
-DEFAULT_GROUP = "reconsume-spark"
-DEFAULT_PULL_BATCH = 32
-DEFAULT_TIMEOUT_S = 10.0
-_SEPARATORS = re.compile(r"[;,\s]+")
-
-
-@dataclass(frozen=True, slots=True)
-class ReadOptions:
-    name_servers: tuple[str, ...]
-    topic: str
-    dead_letter_group: str | None
-    starting: TopicOffsets | int
-    ending: TopicOffsets | int
-    group: str
-    pull_batch: int
-    timeout_s: float
-    max_per_trigger: int | None = None
-    """A stream's maxMessagesPerTrigger (None: no limit)."""
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
-        lowered = {str(k).lower(): str(v) for k, v in options.items()}
-        servers = tuple(s for s in _SEPARATORS.split(lowered.get("nameserver", "")) if s)
-        if not servers:
-            raise InvalidArgumentError("option nameServer (host:port of a name server) is missing")
-        topic = lowered.get("topic")
-        group = lowered.get("deadlettergroup")
-        if (topic is None) == (group is None):
-            raise InvalidArgumentError("exactly one of the options topic and deadLetterGroup")
-        if group is not None:
-            topic = dead_letter_topic(validate_group(group))
-        assert topic is not None
-        validate_topic(topic)
-        if streaming and "endingoffsets" in lowered:
-            raise InvalidArgumentError("option endingOffsets is for batch reads, not streams")
-        if not streaming and "maxmessagespertrigger" in lowered:
-            raise InvalidArgumentError("option maxMessagesPerTrigger is for streams only")
-        default_start = "latest" if streaming else "earliest"
-        starting = TopicOffsets.parse_option(lowered.get("startingoffsets", default_start), topic)
-        ending = TopicOffsets.parse_option(lowered.get("endingoffsets", "latest"), topic)
-        if ending == EARLIEST:
-            raise InvalidArgumentError("endingOffsets cannot be earliest")
-        return cls(
-            servers,
-            topic,
-            group,
-            starting,
-            ending,
-            validate_group(lowered.get("group", DEFAULT_GROUP)),
-            positive_option(lowered, "pullbatchsize", DEFAULT_PULL_BATCH, int),
-            positive_option(lowered, "timeoutseconds", DEFAULT_TIMEOUT_S, float),
-            positive_option(lowered, "maxmessagespertrigger", 0, int) or None,
-        )
-
-
-_Number = TypeVar("_Number", int, float)
-
-
-def positive_option(
-    options: Mapping[str, str], name: str, default: _Number, kind: type[_Number]
-) -> _Number:
-    """Option ``name`` (lower-cased) of ``options`` as a positive number; ``default`` when
-    absent."""
-    text = options.get(name)
-    if text is None:
-        return default
-    try:
-        value = kind(text)
-    except ValueError as exc:
-        raise InvalidArgumentError(f"option {name} must be a number, not {text!r}") from exc
-    if value <= 0:
-        raise InvalidArgumentError(f"option {name} must be positive, not {text!r}")
-    return value
-
-
-def _offset_of(option: TopicOffsets | int, key: QueueKey, default: int) -> int:
-    if isinstance(option, TopicOffsets):
-        return option.get(key, default)
-    return option
-
-
-async def plan_ranges(options: ReadOptions) -> list[QueueRange]:
-    """Every readable queue of the topic with its start and end resolved against the brokers'
-    current offsets (empty ranges included), in queue order."""
-    client = RemotingClient()
-    try:
-        api = BrokerApi(client, options.timeout_s)
-        routes = RouteCache(client, options.name_servers, timeout_s=options.timeout_s)
-        route = await routes.get(options.topic, refresh=True)
-        if route is None:
-            await _check_known_group(options)
-            return []
-        ranges: list[QueueRange] = []
-        known: set[QueueKey] = set()
-        for queue in route.read_queues:
-            address = route.master_of(queue.broker_name)
-            if address is None:
-                raise InvalidArgumentError(f"broker {queue.broker_name} has no master")
-            key = QueueKey(queue.broker_name, queue.queue_id)
-            known.add(key)
-            low = await api.min_offset(address, queue)
-            high = await api.max_offset(address, queue)
-            start = _resolve(_offset_of(options.starting, key, EARLIEST), low, high)
-            end = _resolve(_offset_of(options.ending, key, LATEST), low, high)
-            ranges.append(
-                QueueRange(options.topic, queue.broker_name, queue.queue_id, address, start, end)
-            )
-        for option in (options.starting, options.ending):
-            if isinstance(option, TopicOffsets):
-                unknown = sorted(str(k) for k, _ in option.offsets if k not in known)
-                if unknown:
-                    raise InvalidArgumentError(f"{options.topic} has no queues {unknown}")
-        return ranges
-    finally:
-        await client.close()
-
-
-def _resolve(offset: int, low: int, high: int) -> int:
-    if offset == EARLIEST:
-        return low
-    if offset == LATEST:
-        return high
-    return min(max(offset, low), high)
-
-
-async def _check_known_group(options: ReadOptions) -> None:
-    """A dead-letter topic nobody routes is empty when its group exists (no dead letter yet);
-    an unknown topic or group is an error."""
-    group = options.dead_letter_group
-    if group is None:
-        raise InvalidArgumentError(f"no name server routes topic {options.topic}")
-    async with AdminClient(options.name_servers, timeout_s=options.timeout_s) as admin:
-        for broker in await admin.brokers():
-            if broker.master is not None and group in await admin.group_configs(broker.master):
-                return
-    raise InvalidArgumentError(f"no broker knows consumer group {group}")
-
-
-class QueueRangePartition(InputPartition):
-    """One queue range; its ``value`` is the range's ``to_dict()``."""
-
-    def __init__(self, queue_range: QueueRange) -> None:
-        super().__init__(queue_range.to_dict())
-        self.queue_range = queue_range
-
-
-def read_range(
-    queue_range: QueueRange, *, group: str, pull_batch: int, timeout_s: float
-) -> Iterator[Row]:
-    """The rows of the messages in ``queue_range``, pulled in order from its broker."""
-    loop = asyncio.new_event_loop()
-    client = RemotingClient()
-    api = BrokerApi(client, timeout_s)
-    queue = MessageQueue(queue_range.topic, queue_range.broker, queue_range.queue_id)
-    try:
-        offset = queue_range.start
-        while offset < queue_range.end:
-            wanted = min(pull_batch, queue_range.end - offset)
-            result = loop.run_until_complete(
-                pull_once(api, queue_range.address, queue, offset, group=group, max_nums=wanted)
-            )
-            for message in result.messages:
-                if offset <= message.queue_offset < queue_range.end:
-                    yield to_row(message, queue_range.broker)
-            if result.next_begin_offset <= offset:
-                return  # nothing more stored here (the queue was truncated or reset)
-            offset = result.next_begin_offset
-    finally:
-        loop.run_until_complete(client.close())
-        loop.close()
 
 
 class ReconsumeReader(DataSourceReader):
@@ -261,16 +83,10 @@ class ReconsumeDataSource(DataSource):
         return ReconsumeReader(ReadOptions.parse(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from reconsume.spark.stream import ReconsumeStreamReader  # it imports this module
-
         return ReconsumeStreamReader(ReadOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from reconsume.spark.writer import ReconsumeWriter, writer_of
-
         return ReconsumeWriter(*writer_of(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from reconsume.spark.writer import ReconsumeStreamWriter, writer_of
-
         return ReconsumeStreamWriter(*writer_of(self.options, schema))

@@ -39,8 +39,8 @@ from pyspark.sql.streaming.datasource import (
 
 from reconsume.errors import InvalidArgumentError
 from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, TopicOffsets
+from reconsume.spark.reading import QueueRangePartition, ReadOptions, plan_ranges, read_range
 from reconsume.spark.schema import Row
-from reconsume.spark.source import QueueRangePartition, ReadOptions, plan_ranges, read_range
 
 
 def admit(backlogs: Mapping[QueueKey, int], limit: int) -> dict[QueueKey, int]:

@@ -50,8 +50,8 @@ from pyspark.sql.types import (
 from reconsume.errors import InvalidArgumentError
 from reconsume.spark import ledger
 from reconsume.spark.offsets import QueueKey
+from reconsume.spark.reading import positive_option
 from reconsume.spark.sender import Counts, SendOptions, send_rows
-from reconsume.spark.source import positive_option
 
 _SEPARATORS = re.compile(r"[;,\s]+")
 _STRING_MAP = MapType(StringType(), StringType())
