@@ -33,6 +33,7 @@ from reconsume.local import manifests as mf
 from reconsume.local.clusters import LocalCluster
 from reconsume.local.jobs import JobRunner
 from reconsume.local.manifests import Key, Manifest
+from reconsume.store.atomic import write_atomically
 from reconsume.topology import Kind
 from reconsume.topology.clusters import ClusterSpec, cluster_spec
 from reconsume.topology.jobs import Source
@@ -337,6 +338,6 @@ def _state(result: Result) -> ObjectState:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=1, default=str))
-    temporary.replace(path)
+    """Replace the file atomically and durably (the store's one atomic write): a crash of
+    the machine leaves the previous state, never an empty or torn file."""
+    write_atomically(path, json.dumps(data, indent=1, default=str).encode())

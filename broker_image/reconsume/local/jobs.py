@@ -31,6 +31,7 @@ from typing import Any
 from reconsume.local.cron import CronSchedule
 from reconsume.local.manifests import Key, Manifest
 from reconsume.local.processes import Child
+from reconsume.store.atomic import write_atomically
 from reconsume.topology.jobs import (
     DeadLetterJobSpec,
     Source,
@@ -142,9 +143,7 @@ class JobRunner:
         if not self.data_dir.is_dir():  # embedded mode failed to create it: nothing ran
             return
         data = [s.to_json() for _, s in sorted(self.states.items())]
-        temporary = self._file.with_suffix(".tmp")
-        temporary.write_text(json.dumps(data, indent=1))
-        temporary.replace(self._file)
+        write_atomically(self._file, json.dumps(data, indent=1).encode())
 
     def state(self, key: Key) -> JobState | None:
         return self.states.get(key)
