@@ -17,6 +17,7 @@ from typing import Any
 
 import kopf
 
+from reconsume_operator.conditions import ready_of
 from reconsume_operator.passes import object_key
 
 MESSAGE_MAX_CHARS = 1_000
@@ -35,10 +36,8 @@ def warning(body: kopf.Body, reason: str, message: str) -> None:
 
 def ready_reason(body: Mapping[str, Any]) -> str | None:
     """The reason of the Ready condition the object's status holds now."""
-    for condition in (body.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready":
-            return str(condition.get("reason"))
-    return None
+    ready = ready_of((body.get("status") or {}).get("conditions"))
+    return None if ready is None else str(ready.get("reason"))
 
 
 class Warnings:

@@ -31,6 +31,7 @@ from reconsume_operator.job_status import FAILED, FINISHED, job_finished
 from reconsume_operator.job_sync import GROUP_WAITS, DeadLetterJobs, Synced
 from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import reconcile_timer
+from reconsume_operator.passes import object_key
 
 PLURAL = "deadletterjobs"
 
@@ -132,14 +133,25 @@ def register_jobs(registry: kopf.OperatorRegistry, ctx: OperatorContext, kube: J
         except KubeError as exc:
             logger.warning(f"DeadLetterJob {name} not synced: {exc}")
 
+    ready_groups: set[str] = set()
+    """ConsumerGroups (uid) last seen Ready."""
+
     @kopf.on.event(GROUP, VERSION, "consumergroups", registry=registry, id="dead-letter-job-groups")
     async def group_changed(body: kopf.Body, logger: Logger, **_: Any) -> None:
+        # Only when Ready turns True (or is first seen True): the status patch of every drift
+        # pass is an event too, and the waiting jobs need one look, not one per pass.
+        key = object_key(body)
         ready = ready_of((body.get("status") or {}).get("conditions"))
         if ready is None or ready.get("status") != "True" or body.meta.get("deletionTimestamp"):
+            ready_groups.discard(key)
             return
+        if key in ready_groups:
+            return
+        ready_groups.add(key)
         namespace, group = body.meta.namespace or "", body.meta.name or ""
         try:
             for waiting in await jobs.waiting_for(namespace, group, reasons=GROUP_WAITS):
                 _events(await jobs.sync(namespace, waiting, group, apply=True))
         except KubeError as exc:
+            ready_groups.discard(key)  # look again on the next event
             logger.warning(f"DeadLetterJobs of ConsumerGroup {group} not synced: {exc}")

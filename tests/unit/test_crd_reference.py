@@ -4,19 +4,18 @@ deterministic and its ``--check`` mode fails on a stale file."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from .crds.schema import KINDS, ROOT, load_crds, root_schema, walk
+from .tool_scripts import load_script
 
 SCRIPT = ROOT / "tools" / "crd_reference.py"
 DOC = ROOT / "docs" / "crd-reference.md"
@@ -24,22 +23,7 @@ REGENERATE = "python tools/crd_reference.py --write docs/crd-reference.md"
 CRDS = load_crds()
 
 
-def load_script() -> ModuleType:
-    """tools/ is not a package: the script is imported by its path."""
-    spec = importlib.util.spec_from_file_location("crd_reference", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses look the module up in sys.modules while the class body runs.
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
-
-
-crd_reference = load_script()
+crd_reference = load_script("crd_reference")
 
 
 def rendered() -> str:

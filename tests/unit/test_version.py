@@ -5,12 +5,10 @@ of the operator's default images, which therefore exist once ``make images`` has
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
@@ -19,24 +17,11 @@ import reconsume
 from reconsume.cli import main as cli_main
 from reconsume_operator.config import OperatorConfig
 
+from .tool_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "reconsume" / "Chart.yaml"
 TOOLS = ROOT / "tools"
-
-
-def load_script(name: str) -> ModuleType:
-    """tools/ is not a package: a script is imported by its path."""
-    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses look the module up in sys.modules while the class body runs.
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
 
 
 check_version = load_script("check_version")

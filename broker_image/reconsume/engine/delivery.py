@@ -89,37 +89,38 @@ class DeliveryService:
         await self.persist()
 
     # ------------------------------------------------------------------ delivering
-    async def _worker(self, run: Callable[[], Awaitable[None]], who: str) -> None:
+    async def _worker(self, run: Callable[[], Awaitable[None]], key: int) -> None:
         while not self._stopping:
             try:
                 await run()
             except Exception:
                 # A bug must not stop deliveries for good: log it and carry on after a pause.
-                log.exception("%s worker failed", who)
+                log.exception("%s worker failed", self._label(key))
                 await self._pause(self._settings.retry_max_backoff_ms / 1000)
 
     async def _put(
-        self, read: Callable[[], Entry | None], due_ms: int, who: str, where: str, key: int
+        self, read: Callable[[int], Entry | None], position: int, due_ms: int, key: int
     ) -> tuple[bool, PutResult | None]:
-        """Put one entry (``read`` finds it) to its real topic, retrying while the store
+        """Put the entry ``read(position)`` finds to its real topic, retrying while the store
         refuses. Returns whether to move past the entry (False: stopping) and the put's
-        result (None: skipped). ``who`` and ``where`` name the service and the entry in logs,
-        ``key`` is the entry's key in ``stats.delivered``."""
+        result (None: skipped). ``key`` is the entry's level (0 for the timer): its key in
+        ``stats.delivered`` and, through :meth:`_label`, its name in logs."""
         backoff_ms: float = self._settings.retry_min_backoff_ms
         failures = 0
         while True:
-            entry = read()
+            entry = read(position)
             if entry is None:
-                return self._discard(who, where, "its record is gone")
+                return self._discard(key, position, "its record is gone")
             phys, record = entry
             try:
                 result = self._append(restore(record, phys))
             except (InvalidArgumentError, CodecError) as exc:
-                return self._discard(who, where, str(exc))
+                return self._discard(key, position, str(exc))
             except (StoreError, OSError) as exc:
                 self.stats.put_failures += 1
                 if failures == 0:
-                    log.warning("%s: the store refused a delivery (%s); retrying", who, exc)
+                    label = self._label(key)
+                    log.warning("%s: the store refused a delivery (%s); retrying", label, exc)
                 failures += 1
                 if await self._pause(backoff_ms / 1000):
                     return False, None
@@ -127,7 +128,7 @@ class DeliveryService:
                 continue
             self._count(key, phys, due_ms)
             if failures:
-                log.warning("%s: delivered after %d refusals", who, failures)
+                log.warning("%s: delivered after %d refusals", self._label(key), failures)
             return True, result
 
     def _count(self, key: int, phys: int, due_ms: int) -> None:
@@ -138,13 +139,14 @@ class DeliveryService:
             self._redelivered.discard(phys)
             stats.redelivered_duplicates += 1
 
-    def _discard(self, who: str, where: str, why: str) -> tuple[bool, None]:
-        log.error("%s: skipping the entry at %s: %s", who, where, why)
+    def _discard(self, key: int, position: int, why: str) -> tuple[bool, None]:
+        label = self._label(key)
+        log.error("%s: skipping the entry at %s %d: %s", label, self.POSITION, position, why)
         self.stats.discarded += 1
         return True, None
 
     def _when_durable(
-        self, end_offset: int, who: str, confirm: Callable[[], None]
+        self, end_offset: int, key: int, confirm: Callable[[], None]
     ) -> asyncio.Future[None]:
         """``confirm`` once the log is durable up to ``end_offset``; the future waited on. The
         worker does not wait for the fsync: the next due entry must not be late by it."""
@@ -157,7 +159,7 @@ class DeliveryService:
             if failure is not None:
                 # The store turned read-only: these stay unconfirmed, so a restart (on
                 # healthy storage) delivers them again.
-                log.error("%s: deliveries not durable: %s", who, failure)
+                log.error("%s: deliveries not durable: %s", self._label(key), failure)
                 return
             confirm()
 
@@ -178,6 +180,13 @@ class DeliveryService:
             await self.persist()
 
     # ------------------------------------------------------------------ hooks
+    POSITION = "offset"
+    """What the position passed to :meth:`_put` is, in logs."""
+
+    def _label(self, key: int) -> str:
+        """The deliveries of ``key`` in logs (built only when something is logged)."""
+        raise NotImplementedError
+
     def _wake_workers(self) -> None:
         """Wake workers that wait for appends, so that they see the service stopping."""
         raise NotImplementedError

@@ -85,7 +85,7 @@ class ScheduleService(DeliveryService):
         # Floors from now on: a crash before the first interval must find what is delivered.
         await self.persist()
         for state in self._states.values():
-            run = self._worker(functools.partial(self._run, state), _who(state))
+            run = self._worker(functools.partial(self._run, state), state.level)
             self._tasks.append(asyncio.create_task(run, name=f"schedule-{state.level}"))
         self._tasks.append(asyncio.create_task(self._persist_every(), name="schedule-persist"))
 
@@ -101,6 +101,11 @@ class ScheduleService(DeliveryService):
         state = self._states.get(queue_id)
         if state is not None:
             state.appended.set()
+
+    POSITION = "commit-log offset"
+
+    def _label(self, key: int) -> str:
+        return f"schedule level {key}"
 
     def _wake_workers(self) -> None:
         for state in self._states.values():
@@ -188,12 +193,11 @@ class ScheduleService(DeliveryService):
     async def _deliver(
         self, state: LevelState, phys: int, due_ms: int
     ) -> tuple[bool, PutResult | None]:
-        def read() -> Entry | None:
-            record = self.store.read_message(phys)
-            return None if record is None else (phys, record)
+        return await self._put(self._read_record, phys, due_ms, state.level)
 
-        where = f"commit-log offset {phys}"
-        return await self._put(read, due_ms, _who(state), where, state.level)
+    def _read_record(self, phys: int) -> Entry | None:
+        record = self.store.read_message(phys)
+        return None if record is None else (phys, record)
 
     def _track(self, state: LevelState, first_offset: int | None, last_end: int) -> None:
         """Confirm a delivered batch once it is durable."""
@@ -208,7 +212,7 @@ class ScheduleService(DeliveryService):
             batch.done = True
             self._drain(state)
 
-        batch.durable = self._when_durable(last_end, _who(state), confirm)
+        batch.durable = self._when_durable(last_end, state.level, confirm)
 
     @staticmethod
     def _drain(state: LevelState) -> None:
@@ -244,7 +248,3 @@ class ScheduleService(DeliveryService):
             await asyncio.to_thread(self._table.persist)
         except (OSError, StoreError) as exc:
             log.warning("persisting schedule offsets failed (retrying next interval): %s", exc)
-
-
-def _who(state: LevelState) -> str:
-    return f"schedule level {state.level}"

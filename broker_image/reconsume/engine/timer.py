@@ -118,12 +118,17 @@ class TimerService(DeliveryService):
             log.warning("timer: entries %d-%d removed by retention", self._delivered.low, low - 1)
         self._loaded = max(self._delivered.low, low)
         await self.persist()  # floors from now on: a crash before the first interval is covered
-        self._tasks.append(asyncio.create_task(self._worker(self._run, "timer"), name="timer"))
+        self._tasks.append(asyncio.create_task(self._worker(self._run, 0), name="timer"))
         self._tasks.append(asyncio.create_task(self._persist_every(), name="timer-persist"))
 
     def wake(self) -> None:
         """Something was appended to the timer topic."""
         self._appended.set()
+
+    POSITION = "queue offset"
+
+    def _label(self, key: int) -> str:
+        return "timer"
 
     def _wake_workers(self) -> None:
         self._appended.set()
@@ -216,12 +221,12 @@ class TimerService(DeliveryService):
         return heap[0] >> OFFSET_BITS if heap else None
 
     async def _deliver(self, offset: int, due_ms: int) -> tuple[bool, PutResult | None]:
-        def read() -> Entry | None:
-            entries = self.store.queue_entries(TIMER_TOPIC, TIMER_QUEUE_ID, offset, 1)
-            record = self.store.read_message(entries[0][0]) if entries else None
-            return None if record is None else (entries[0][0], record)
+        return await self._put(self._read_entry, offset, due_ms, 0)
 
-        return await self._put(read, due_ms, "timer", f"queue offset {offset}", 0)
+    def _read_entry(self, offset: int) -> Entry | None:
+        entries = self.store.queue_entries(TIMER_TOPIC, TIMER_QUEUE_ID, offset, 1)
+        record = self.store.read_message(entries[0][0]) if entries else None
+        return None if record is None else (entries[0][0], record)
 
     def _track(self, batch: _Batch, last_end: int) -> None:
         """Add a delivered batch to the delivered set once it is durable."""
@@ -229,7 +234,7 @@ class TimerService(DeliveryService):
             self._confirm(batch)
             return
         self._inflight.append(batch)
-        batch.durable = self._when_durable(last_end, "timer", lambda: self._confirm(batch))
+        batch.durable = self._when_durable(last_end, 0, lambda: self._confirm(batch))
 
     def _confirm(self, batch: _Batch) -> None:
         batch.done = True
