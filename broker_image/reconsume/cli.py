@@ -15,7 +15,7 @@ from reconsume import __version__
 
 
 def _crash_demo(args: argparse.Namespace) -> int:
-    from reconsume.store.crash_demo import run_demo
+    from reconsume.demo.crash import run_demo
 
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
@@ -24,22 +24,22 @@ def _crash_demo(args: argparse.Namespace) -> int:
         return run_demo(Path(tmp), args.rounds, sys.stdout)
 
 
-def _local_logging(verbose: bool) -> None:
+def _embedded_logging(verbose: bool) -> None:
     """Embedded mode tells what it does (INFO), with the time, like a controller's log."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    local = logging.getLogger("reconsume.local")
-    local.addHandler(handler)
-    local.setLevel(logging.DEBUG if verbose else logging.INFO)
-    local.propagate = False
+    embedded = logging.getLogger("reconsume.embedded")
+    embedded.addHandler(handler)
+    embedded.setLevel(logging.DEBUG if verbose else logging.INFO)
+    embedded.propagate = False
 
 
 def _up(args: argparse.Namespace) -> int:
     import asyncio
 
-    from reconsume.local import up
+    from reconsume.embedded import up
 
-    _local_logging(args.verbose)
+    _embedded_logging(args.verbose)
     return asyncio.run(
         up.run(
             args.data_dir,
@@ -52,16 +52,16 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from reconsume.local import status
+    from reconsume.embedded import status
 
     return status.main(args.data_dir, sys.stdout, as_json=args.json)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from reconsume.local.demo import main as demo_main
+    from reconsume.demo.run import main as demo_main
 
     if args.verbose:
-        _local_logging(verbose=True)
+        _embedded_logging(verbose=True)
     return demo_main(args.dir, fast=args.fast, out=sys.stdout)
 
 

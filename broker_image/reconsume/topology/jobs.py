@@ -1,7 +1,7 @@
 """A DeadLetterJob resource as the run it asks for, for every driver.
 
 The operator runs ``reconsume dlq <action> ...`` in a Job's pod (or a SparkApplication);
-embedded mode (:mod:`reconsume.local`) runs the same command as a local process. Both build
+embedded mode (:mod:`reconsume.embedded`) runs the same command as a local process. Both build
 the command's arguments here from the resource, with the CRD's defaults.
 """
 

@@ -1,7 +1,7 @@
 """Reconciling one ConsumerGroup or Topic resource on its cluster's brokers, for every driver.
 
 The operator's Kopf handlers turn a :class:`Result` into status, conditions, events and Kopf's
-retry; embedded mode (:mod:`reconsume.local`) into its status file and log. The work itself is
+retry; embedded mode (:mod:`reconsume.embedded`) into its status file and log. The work itself is
 the rest of :mod:`reconsume.topology`: desired state from the resource, observe, plan, apply,
 observe.
 """

@@ -1,7 +1,7 @@
-"""The CRDs of ``crds/`` and the schema checks of :mod:`reconsume.local.schema`, in the shape
+"""The CRDs of ``crds/`` and the schema checks of :mod:`reconsume.apiserver.schema`, in the shape
 the CRD, example, operator and topology tests use: paths with a leading dot
 (``.spec.retry.maxTimes``) and problems as strings. CEL rules are not evaluated here; the
-whole API-server check is :func:`reconsume.local.validation.check`."""
+whole API-server check is :func:`reconsume.apiserver.validation.check`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, cast
 
 import yaml
 
-from reconsume.local import schema as local_schema
-from reconsume.local.crds import KINDS
+from reconsume.apiserver import schema as local_schema
+from reconsume.apiserver.crds import KINDS
 
 __all__ = [
     "CRD_DIR",

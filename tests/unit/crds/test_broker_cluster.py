@@ -1,5 +1,5 @@
 """The BrokerCluster CRD's storage rules, checked by embedded mode's validator as the API
-server checks them (tests/k8s/test_local_validation.py compares the two): what the broker
+server checks them (tests/k8s/test_apiserver_validation.py compares the two): what the broker
 StatefulSet's volume claim template is made of cannot change, an absent storage is the
 defaults; and its other fields an external cluster ignores or the operator writes."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reconsume.local.validation import check
+from reconsume.apiserver.validation import check
 from reconsume.topology.clusters import DEFAULT_STORAGE_SIZE
 
 from .schema import defaulted, load_crds, root_schema, walk

@@ -22,9 +22,9 @@ from reconsume.topology import (
     plan,
     topic_status,
 )
+from reconsume.topology.fake_admin import FakeAdmin, FakeBroker
 
 from ..crds.schema import load_crds, root_schema, validate
-from .fake_admin import FakeAdmin, FakeBroker
 
 GROUP = "orders-consumer"
 RETRY = f"%RETRY%{GROUP}"

@@ -10,10 +10,10 @@ import pytest
 
 from reconsume.errors import RemotingConnectError
 from reconsume.topology import Kind, SpecError
+from reconsume.topology.fake_admin import FakeAdmin, FakeBroker
 from reconsume.topology.resources import Result, Target, annotated, object_name, reconcile, remove
 
 from ..crds.schema import load_crds, root_schema, validate
-from .fake_admin import FakeAdmin, FakeBroker
 
 CRDS = load_crds()
 TARGET = Target("127.0.0.1:9876", None)
