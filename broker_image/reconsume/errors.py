@@ -24,7 +24,9 @@
     └── StoreError                    the message store could not do what was asked
         ├── StoreClosedError          the store was closed
         ├── StoreCorruptionError      a file is damaged beyond what recovery repairs
-        └── TableError                a persisted table (configs, offsets) cannot be read
+        ├── TableError                a persisted table (configs, offsets) cannot be read
+        ├── ReplicationError          replicated bytes that do not continue this log
+        └── NotMasterError            an append to a store that is a replica
 
 Third-party and OS exceptions are translated where they enter (``raise ... from exc``) when
 the caller can act on the difference; plain ``OSError`` from disk I/O propagates unchanged.
@@ -124,3 +126,12 @@ class StoreCorruptionError(StoreError):
 
 class TableError(StoreError):
     """A persisted table cannot be read from its file or from its backup."""
+
+
+class ReplicationError(StoreError):
+    """Bytes from a replication peer that do not continue this log (a gap, a damaged or
+    misplaced record, an offset outside the log, a stale epoch)."""
+
+
+class NotMasterError(StoreError):
+    """A store that is a replica takes appends only from its master's log."""

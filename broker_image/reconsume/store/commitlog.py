@@ -147,6 +147,16 @@ class CommitLog:
         del self._starts[i:]
         return dropped
 
+    def restart_at(self, start: int) -> None:
+        """Delete every segment and start an empty log at ``start`` (a replica following a
+        master whose log begins there). The caller has set aside what the segments held."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        self._starts.clear()
+        self._add(self._create(start))
+        self.write_offset = start
+
     def close(self) -> None:
         for segment in self.segments:
             segment.close()

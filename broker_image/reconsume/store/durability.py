@@ -86,3 +86,11 @@ class Durability:
                     queue.flush()
             Checkpoint(target, clean, int(time.time() * 1000)).save(self._checkpoint_path)
             self._checkpointed = target
+
+    def rewind(self, offset: int) -> None:
+        """After the log was cut back to ``offset``: the durable offset and the checkpoint
+        follow it down (the checkpoint otherwise never moves backwards)."""
+        self.group_commit.rewind(offset)
+        with self._checkpoint_lock:
+            self._checkpointed = -1
+        self.write_checkpoint(clean=False)

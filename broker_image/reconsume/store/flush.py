@@ -76,6 +76,17 @@ class GroupCommit:
         for future in done:
             future.set_result(None)
 
+    def rewind(self, offset: int) -> None:
+        """The log was cut back to ``offset``: nothing above it is durable any more, and a put
+        waiting above it waited for bytes that are gone."""
+        with self._cond:
+            self._flushed = min(self._flushed, offset)
+            gone = [waiter for waiter in self._waiters if waiter[0] > offset]
+            self._waiters = [waiter for waiter in self._waiters if waiter[0] <= offset]
+            heapq.heapify(self._waiters)
+        for _offset, _seq, future in gone:
+            future.set_exception(StoreError(f"the log was cut back to offset {offset}"))
+
     def fail(self, error: BaseException) -> None:
         """Fail every waiter, now and later: after a failed fsync nothing written since the
         last good one is known to be durable, and no later fsync can prove it."""

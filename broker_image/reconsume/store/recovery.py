@@ -25,6 +25,7 @@ from reconsume.message.codec import (
     OFF_PHYSICAL_OFFSET,
     OFF_QUEUE_ID,
     OFF_QUEUE_OFFSET,
+    ReadableBuffer,
 )
 from reconsume.message.decode import (
     check_record,
@@ -120,14 +121,15 @@ def trim_queues(commitlog: CommitLog, queues: QueueTable, scan_start: int) -> in
     return dropped
 
 
-def _routing(segment: MappedFile, local: int, pos: int) -> tuple[str, int, int, int, str]:
-    """:func:`peek_routing`, rejecting header fields the body CRC does not cover that would
-    misplace the record: a topic that is no file name, a negative queue id, a wrong offset."""
+def record_routing(buf: ReadableBuffer, local: int, pos: int) -> tuple[str, int, int, int, str]:
+    """:func:`peek_routing` of the checked record at ``buf[local:]`` (commit-log offset
+    ``pos``), rejecting header fields the body CRC does not cover that would misplace the
+    record: a topic that is no file name, a negative queue id, a wrong physical offset."""
     try:
-        topic, queue_id, queue_offset, store_ts, properties = peek_routing(segment.mm, local)
+        topic, queue_id, queue_offset, store_ts, properties = peek_routing(buf, local)
     except UnicodeDecodeError as exc:
         raise CodecError(f"record at {local}: topic or properties are not UTF-8 ({exc})") from exc
-    physical = _I64.unpack_from(segment.mm, local + OFF_PHYSICAL_OFFSET)[0]
+    physical = _I64.unpack_from(buf, local + OFF_PHYSICAL_OFFSET)[0]
     if not topic or topic in (".", "..") or "/" in topic or "\x00" in topic:
         raise CodecError(f"record at {local}: topic {topic!r} is not a topic name")
     if queue_id < 0 or physical != pos:
@@ -204,7 +206,9 @@ def recover_commit_log(
             continue
         try:
             size = check_record(segment.mm, local, segment.size, verify_crc=verify_crc)
-            topic, queue_id, queue_offset, store_ts, properties = _routing(segment, local, pos)
+            topic, queue_id, queue_offset, store_ts, properties = record_routing(
+                segment.mm, local, pos
+            )
         except CodecError as exc:
             reason = str(exc).replace(f"record at {local}", f"record at offset {pos}")
             break
@@ -213,13 +217,13 @@ def recover_commit_log(
         report.entries_dispatched += 1
         report.bytes_scanned += size
         pos += size
-    _cut_tail(commitlog, pos, reason, max_record_bytes, quarantine_dir, report)
+    cut_tail(commitlog, pos, reason, max_record_bytes, quarantine_dir, report)
     commitlog.write_offset = pos
     report.end_offset = pos
     report.seconds = time.perf_counter() - started
 
 
-def _cut_tail(
+def cut_tail(
     commitlog: CommitLog,
     pos: int,
     reason: str | None,
@@ -227,7 +231,8 @@ def _cut_tail(
     quarantine_dir: Path,
     report: RecoveryReport,
 ) -> None:
-    """Clear (after quarantining) whatever follows the last valid record at ``pos``."""
+    """Clear (after quarantining) whatever follows the last valid record at ``pos``: with a
+    ``reason``, everything to the end of its segment and every later segment."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
     segment = commitlog.segment_at(pos) or commitlog.ensure_segment(pos)
     local = pos - segment.start

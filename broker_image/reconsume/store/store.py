@@ -24,6 +24,7 @@ from zlib import crc32
 from reconsume.errors import (
     InvalidArgumentError,
     MessageTooLargeError,
+    NotMasterError,
     StoreClosedError,
     StoreError,
 )
@@ -42,9 +43,11 @@ from reconsume.store.checkpoint import Checkpoint
 from reconsume.store.commitlog import CommitLog
 from reconsume.store.consume_queue import Entry
 from reconsume.store.durability import Durability
+from reconsume.store.epochs import EpochHistory
 from reconsume.store.maintenance import Background
 from reconsume.store.queue_table import QueueTable
 from reconsume.store.recovery import recover_store
+from reconsume.store.replication import LogReplica, read_log
 from reconsume.store.requests import PutRequest, PutResult, TagsCode, default_tags_code
 from reconsume.store.retention import delete_expired_segments
 from reconsume.store.settings import FlushMode, StoreSettings
@@ -82,6 +85,8 @@ class MessageStore:
         self._tags_code = tags_code
         self._valid_topics: dict[str, bytes] = {}
         """Topics appended to (validated), with their UTF-8 bytes."""
+        self.is_replica = False
+        """Set while the broker follows a master: the log grows only by :attr:`replica`."""
         try:
             self._open(background)
         except BaseException:
@@ -120,6 +125,16 @@ class MessageStore:
         self.durability = Durability(self.commitlog, self.queues, self._lock, checkpoint_path)
         self.group_commit = self.durability.group_commit
         self.durability.write_checkpoint(clean=False)
+        self.epochs = EpochHistory(self.root / "epochs.json")
+        self.replica = LogReplica(
+            self.commitlog,
+            self.queues,
+            self._lock,
+            tags_code=self._tags_code,
+            max_record_bytes=s.max_message_bytes,
+            quarantine_dir=self.root / "quarantine",
+            rewound=self.durability.rewind,
+        )
         self._background = Background(self) if background else None
         if self._background is not None:
             self._background.start()
@@ -217,6 +232,8 @@ class MessageStore:
     def _check_writable(self) -> None:
         if self._closed:
             raise StoreClosedError(f"store {self.root} is closed")
+        if self.is_replica:
+            raise NotMasterError(f"store {self.root} is a replica: it is written by its master")
         self.durability.check_writable()
 
     def durable(self, end_offset: int) -> Future[None]:
@@ -274,6 +291,13 @@ class MessageStore:
             if header is None or header[1] != MESSAGE_MAGIC_CODE or header[0] <= 0:
                 return None
             return self.commitlog.read(commit_log_offset, header[0])
+
+    def read_log(self, offset: int, max_bytes: int) -> bytes:
+        """The commit log's bytes from ``offset`` as they are, for a replica (see
+        :func:`reconsume.store.replication.read_log`)."""
+        with self._lock:
+            self._ensure_open()
+            return read_log(self.commitlog, offset, max_bytes)
 
     def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[Entry]:
         """Raw consume-queue entries (commit-log offset, size, tag code) from ``offset``."""
