@@ -37,6 +37,7 @@ from typing import Any, cast
 from reconsume.client.listener import ConcurrentContext, ConsumeFrom, ConsumeStatus
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.message.model import Message, StoredMessage
 
 TAGS = "TagA"
@@ -194,7 +195,8 @@ async def _drain(namesrv: str, topic: str, group: str, total: int) -> dict[str, 
             done.set()
         return ConsumeStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer([namesrv], group, consume_from=ConsumeFrom.FIRST_OFFSET)
+    settings = ConsumerSettings(consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer = PushConsumer([namesrv], group, settings=settings)
     consumer.subscribe(topic)
     consumer.register_listener(listener)
     cpu = time.process_time()

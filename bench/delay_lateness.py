@@ -40,6 +40,7 @@ from reconsume.client.admin import AdminClient
 from reconsume.client.listener import ConcurrentContext, ConsumeFrom, ConsumeStatus
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.engine.delays import DelayLevels
 from reconsume.message import properties as props
 from reconsume.message.configs import SubscriptionGroupConfig
@@ -112,7 +113,8 @@ async def lateness_run(namesrv: str, count: int, rate: float) -> dict[str, float
             arrivals.setdefault(m.uniq_key or "", now)
         return ConsumeStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer([namesrv], "bench-delay", pull_batch_size=64, batch_size=16)
+    settings = ConsumerSettings(pull_batch_size=64, batch_size=16)
+    consumer = PushConsumer([namesrv], "bench-delay", settings=settings)
     consumer.subscribe(topic)
     consumer.register_listener(listener)
     async with consumer:
@@ -199,7 +201,8 @@ async def retry_run(
         succeeded.update(m.uniq_key or "" for m in messages)
         return ConsumeStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer([namesrv], group, consume_from=ConsumeFrom.FIRST_OFFSET)
+    settings = ConsumerSettings(consume_from=ConsumeFrom.FIRST_OFFSET)
+    consumer = PushConsumer([namesrv], group, settings=settings)
     consumer.subscribe(topic)
     consumer.register_listener(fail_once)
     started = time.monotonic()

@@ -10,8 +10,13 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconsume import __version__
+from reconsume.flags import add_flags, given_settings
+
+if TYPE_CHECKING:
+    from reconsume.broker.settings import BrokerSettings
 
 
 def _crash_demo(args: argparse.Namespace) -> int:
@@ -105,18 +110,11 @@ def _store_inspect(args: argparse.Namespace) -> int:
 
 def _namesrv(args: argparse.Namespace) -> int:
     from reconsume.errors import InvalidArgumentError
-    from reconsume.message.address import HostAddress
     from reconsume.namesrv import NameServer, NamesrvSettings
     from reconsume.runtime import run_until_signalled
 
     try:
-        listen = HostAddress.parse(args.listen)
-        settings = NamesrvSettings(
-            listen_host=str(listen).rpartition(":")[0].strip("[]"),
-            listen_port=listen.port,
-            broker_expiry_s=args.broker_expiry_s,
-            scan_interval_s=args.scan_interval_s,
-        )
+        settings = NamesrvSettings(**given_settings(NamesrvSettings, args))
     except InvalidArgumentError as exc:
         print(f"reconsume namesrv: invalid setting: {exc}", file=sys.stderr)
         return 2
@@ -129,57 +127,23 @@ def _namesrv(args: argparse.Namespace) -> int:
     return run_until_signalled(start, server.stop, "reconsume namesrv")
 
 
-_BROKER_FLAGS = {
-    "advertise": "advertised_address",
-    "store_dir": "store_dir",
-    "broker_name": "broker_name",
-    "cluster": "cluster_name",
-    "auto_create_topic": "auto_create_topic",
-    "auto_create_group": "auto_create_subscription_group",
-    "default_queues": "default_topic_queue_nums",
-    "offset_persist_interval_ms": "offset_persist_interval_ms",
-    "delay_levels": "delay_levels",
-    "timer_max_delay_s": "timer_max_delay_s",
-    "register_interval_s": "register_interval_s",
-    "http_listen": "http_listen",
-}
-"""Broker flags (argparse destinations) that set one setting each, unchanged."""
+def broker_settings_of(args: argparse.Namespace) -> BrokerSettings:
+    """The settings of ``reconsume broker ARGS``: each flag given, else the ``--config``
+    file's value, else the default. InvalidArgumentError names a setting refused."""
+    from reconsume.broker.config_file import broker_settings, load_config_file
+    from reconsume.broker.settings import BrokerSettings
 
-
-def _broker_flag_settings(args: argparse.Namespace) -> dict[str, object]:
-    """The settings the command line gives (flags left out keep the file's or the default)."""
-    from reconsume.errors import InvalidArgumentError
-    from reconsume.message.address import HostAddress
-    from reconsume.store.settings import FlushMode
-
-    given: dict[str, object] = {
-        setting: getattr(args, dest)
-        for dest, setting in _BROKER_FLAGS.items()
-        if getattr(args, dest) is not None
-    }
-    if args.listen is not None:
-        try:
-            listen = HostAddress.parse(args.listen)
-        except InvalidArgumentError as exc:
-            raise InvalidArgumentError(f"setting listen: {exc}") from None
-        given["listen_host"] = str(listen).rpartition(":")[0].strip("[]")
-        given["listen_port"] = listen.port
-    if args.namesrv is not None:
-        given["namesrv_addresses"] = tuple(a.strip() for a in args.namesrv.split(";") if a.strip())
-    if args.flush is not None:
-        given["flush_mode"] = FlushMode(args.flush)
-    return given
+    file_values = load_config_file(args.config) if args.config is not None else {}
+    return broker_settings(file_values, given_settings(BrokerSettings, args))
 
 
 def _broker(args: argparse.Namespace) -> int:
     from reconsume.broker import Broker
-    from reconsume.broker.config_file import broker_settings, load_config_file
     from reconsume.errors import InvalidArgumentError, ReconsumeError
     from reconsume.runtime import run_until_signalled
 
     try:
-        file_values = load_config_file(args.config) if args.config is not None else {}
-        settings = broker_settings(file_values, _broker_flag_settings(args))
+        settings = broker_settings_of(args)
     except InvalidArgumentError as exc:
         print(f"reconsume broker: invalid setting: {exc}", file=sys.stderr)
         return 2
@@ -213,6 +177,9 @@ def _dlq(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from reconsume.broker.settings import BrokerSettings
+    from reconsume.namesrv.settings import NamesrvSettings
+
     parser = argparse.ArgumentParser(
         prog="reconsume", description="Retry topology for message-queue consumer groups."
     )
@@ -262,77 +229,16 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print the state as JSON")
     status.set_defaults(run=_status)
 
+    # The server flags come from the settings' fields (reconsume.flags), defaults included.
     namesrv = commands.add_parser("namesrv", help="run a name server (broker registry, routes)")
-    namesrv.add_argument(
-        "--listen", default="127.0.0.1:9876", help="host:port to listen on (port 0: any free one)"
-    )
-    namesrv.add_argument(
-        "--broker-expiry-s",
-        type=float,
-        default=120.0,
-        help="drop a broker not heard from for this many seconds",
-    )
-    namesrv.add_argument(
-        "--scan-interval-s", type=float, default=10.0, help="seconds between expiry scans"
-    )
+    add_flags(namesrv, NamesrvSettings)
     namesrv.set_defaults(run=_namesrv)
 
-    # Broker flags default to None: a flag left out keeps the config file's value, or the
-    # setting's default (see reconsume.broker.settings.BrokerSettings).
     broker = commands.add_parser("broker", help="run a broker (store, send, pull, admin)")
     broker.add_argument(
         "--config", help="TOML file of settings (keys: setting names); flags override it"
     )
-    broker.add_argument(
-        "--listen", help="host:port to listen on (default 127.0.0.1:10911; port 0: any free one)"
-    )
-    broker.add_argument(
-        "--advertise", help="ip:port to register and put in message ids (default: --listen)"
-    )
-    broker.add_argument(
-        "--namesrv", help="name server addresses, ';'-separated (host:port;host:port)"
-    )
-    broker.add_argument(
-        "--http-listen",
-        help="host:port of the HTTP endpoint: /metrics, /healthz, /readyz (default: none)",
-    )
-    broker.add_argument("--store-dir", help="directory of the message store (required)")
-    broker.add_argument("--broker-name", help="this shard's broker name (default broker-a)")
-    broker.add_argument("--cluster", help="cluster name (default DefaultCluster)")
-    broker.add_argument(
-        "--flush", choices=["Async", "Sync"], help="when a send counts as durable (default Async)"
-    )
-    broker.add_argument(
-        "--auto-create-topic",
-        action=argparse.BooleanOptionalAction,
-        help="create unknown topics on first send (default on)",
-    )
-    broker.add_argument(
-        "--auto-create-group",
-        action=argparse.BooleanOptionalAction,
-        help="create an unknown consumer group's config on first heartbeat or pull (default on)",
-    )
-    broker.add_argument(
-        "--default-queues", type=int, help="queues of an auto-created topic, at most (default 8)"
-    )
-    broker.add_argument(
-        "--offset-persist-interval-ms",
-        type=int,
-        help="milliseconds between writes of changed consumer offsets (default 5000)",
-    )
-    broker.add_argument(
-        "--delay-levels", help="delay levels, e.g. '1s 5s 10s 30s 1m' (default: RocketMQ's 18)"
-    )
-    broker.add_argument(
-        "--timer-max-delay-s",
-        type=int,
-        help="longest delay of a timer message or policy retry, in seconds (default 259200)",
-    )
-    broker.add_argument(
-        "--register-interval-s",
-        type=float,
-        help="seconds between registrations with the name servers (default 30)",
-    )
+    add_flags(broker, BrokerSettings)
     broker.set_defaults(run=_broker)
 
     operator = commands.add_parser(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import pytest
 
 from reconsume.wire.codes import RequestCode, ResponseCode
 
+from ..polling import eventually
 from .conftest import NodeProject
 from .servers import (
     BROKERS,
@@ -149,19 +149,21 @@ class DriverProcess:
         changes = [e for e in self["assigned"] if e["topic"] == topic]
         return changes[-1]["queues"] if changes else None
 
-    def wait_for(self, probe: Callable[[], T], what: str, timeout_s: float = 20.0) -> T:
+    def wait_for(self, probe: Callable[[], T | None], what: str, timeout_s: float = 20.0) -> T:
         """Poll ``probe`` until it returns something truthy; fail if the driver exits first."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = probe()
-            if value:
-                return value
+
+        def running() -> None:
             run = self.snapshot()
             assert run.returncode is None, f"driver exited waiting for {what}: {run.explain()}"
-            assert time.monotonic() < deadline, (
-                f"{what} not reached in {timeout_s}s: {run.explain()}"
-            )
-            time.sleep(0.02)
+
+        return eventually(
+            probe,
+            timeout_s,
+            what,
+            interval_s=0.02,
+            check=running,
+            detail=lambda: self.snapshot().explain(),
+        )
 
     def close(self, timeout_s: float = 15.0) -> DriverRun:
         """Ask it to close (it commits offsets and unregisters) and wait for its exit 0."""

@@ -22,6 +22,7 @@ from reconsume.client.listener import ConsumeFrom
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
 from reconsume.client.routes import MessageQueue
+from reconsume.client.settings import ConsumerSettings
 from reconsume.message.configs import SubscriptionGroupConfig
 from reconsume.message.decode import decode_record
 from reconsume.message.ids import parse_offset_msg_id
@@ -224,9 +225,8 @@ def test_consumer_progress_and_query_msg_by_id(mqadmin: Mqadmin, cluster: Cluste
             async with Producer(cluster.name_servers) as producer:
                 first = await send_all(producer, (Message(topic, b"m%d" % i) for i in range(20)))
                 collector = Collector()
-                consumer = PushConsumer(
-                    cluster.name_servers, group, consume_from=ConsumeFrom.FIRST_OFFSET
-                )
+                settings = ConsumerSettings(consume_from=ConsumeFrom.FIRST_OFFSET)
+                consumer = PushConsumer(cluster.name_servers, group, settings=settings)
                 consumer.subscribe(topic)
                 consumer.register_listener(collector)
                 async with consumer:

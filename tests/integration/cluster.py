@@ -16,8 +16,8 @@ from reconsume.client.producer import Producer, SendResult
 from reconsume.client.push import PushConsumer
 from reconsume.message.model import Message, StoredMessage
 
+from ..polling import eventually_async
 from .processes import ServerProcess, start_server
-from .wire_client import eventually
 
 SMALL_SEGMENTS = """
 [store]
@@ -74,7 +74,7 @@ class Cluster:
                 registered = {b.name: b.master for b in await admin.brokers()}
             return all(registered.get(n) == p.address for n, p in self.brokers.items())
 
-        asyncio.run(eventually(probe, timeout_s, what="brokers registered"))
+        asyncio.run(eventually_async(probe, timeout_s, what="brokers registered"))
 
     def restart(self, name: str) -> ServerProcess:
         """SIGKILL broker ``name`` and start it again on the same address and store."""
@@ -129,7 +129,7 @@ async def create_topic(admin: AdminClient, topic: str, queues_per_broker: int) -
         route = await admin.route(topic)
         return route is not None and len(route.read_queues) == 2 * queues_per_broker
 
-    await eventually(routed, what=f"route of {topic}")
+    await eventually_async(routed, what=f"route of {topic}")
 
 
 @dataclass
@@ -174,4 +174,4 @@ async def settled(consumers: list[PushConsumer], total_queues: int, timeout_s: f
             len(union) == total_queues and sum(len(s) for s in sets) == total_queues and all(sets)
         )
 
-    await eventually(probe, timeout_s, what="rebalance settled")
+    await eventually_async(probe, timeout_s, what="rebalance settled")

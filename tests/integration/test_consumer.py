@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from reconsume.client.admin import AdminClient, QueueProgress
 from reconsume.client.listener import ConcurrentContext, ConsumeStatus, MessageModel
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import DEFAULT_SETTINGS, ConsumerSettings
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import retry_topic
 
@@ -23,8 +25,11 @@ TOPIC = "orders"
 GROUP = "orders-consumer"
 
 
-def consumer(cluster: Cluster, name: str, listener: Collector, **options: object) -> PushConsumer:
-    c = PushConsumer(cluster.name_servers, GROUP, instance_name=name, **options)  # type: ignore[arg-type]
+def consumer(
+    cluster: Cluster, name: str, listener: Collector, settings: ConsumerSettings = DEFAULT_SETTINGS
+) -> PushConsumer:
+    settings = replace(settings, instance_name=name)
+    c = PushConsumer(cluster.name_servers, GROUP, settings=settings)
     c.subscribe(TOPIC)
     c.register_listener(listener)
     return c
@@ -88,7 +93,9 @@ def test_a_waiting_consumer_sees_a_new_message_within_50_ms(tmp_path: Path) -> N
             # The topic's and the retry topic's queue on each broker: 4 pulls held.
             return await total(brokers, "reconsume_long_poll_suspended") == 4
 
-        c = PushConsumer(cluster.name_servers, GROUP, instance_name="waiter")
+        c = PushConsumer(
+            cluster.name_servers, GROUP, settings=ConsumerSettings(instance_name="waiter")
+        )
         c.subscribe(TOPIC)
         c.register_listener(listener)
         latencies = []
@@ -128,8 +135,7 @@ def test_broadcasting_delivers_everything_to_each_consumer(
                 cluster,
                 name,
                 collector,
-                model=MessageModel.BROADCASTING,
-                offset_dir=tmp_path / name,
+                ConsumerSettings(model=MessageModel.BROADCASTING, offset_dir=tmp_path / name),
             )
             for name, collector in (("b1", one), ("b2", two))
         ]
@@ -154,7 +160,8 @@ def test_tag_filtering_delivers_only_matching_tags(cluster: Cluster) -> None:
             tagged = Collector()
             # A held pull wakes only for matching messages; with a short long-poll the queues
             # holding nothing but other tags report their progress soon after their expiry.
-            c = PushConsumer(cluster.name_servers, GROUP, instance_name="tags", long_poll_ms=1000)
+            settings = ConsumerSettings(instance_name="tags", long_poll_ms=1000)
+            c = PushConsumer(cluster.name_servers, GROUP, settings=settings)
             c.subscribe(TOPIC, "TagA || TagC")
             c.register_listener(tagged)
             async with c, Producer(cluster.name_servers) as producer:

@@ -11,6 +11,7 @@ from reconsume.client.admin import AdminClient
 from reconsume.client.producer import Producer, SendResult
 from reconsume.client.push import PushConsumer
 from reconsume.client.routes import MessageQueue
+from reconsume.client.settings import ConsumerSettings
 from reconsume.message.model import Message
 
 from .cluster import Cluster, Collector, create_topic, send_all, settled
@@ -21,7 +22,7 @@ GROUP = "payments-consumer"
 
 
 def consumer(cluster: Cluster, name: str, listener: Collector) -> PushConsumer:
-    c = PushConsumer(cluster.name_servers, GROUP, instance_name=name)
+    c = PushConsumer(cluster.name_servers, GROUP, settings=ConsumerSettings(instance_name=name))
     c.subscribe(TOPIC)
     c.register_listener(listener)
     return c

@@ -16,6 +16,7 @@ from reconsume.client.listener import (
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
 from reconsume.client.routes import MessageQueue
+from reconsume.client.settings import ConsumerSettings
 from reconsume.client.sync import SyncAdminClient, SyncProducer, SyncPushConsumer
 from reconsume.message.configs import SubscriptionGroupConfig
 from reconsume.message.model import Message, StoredMessage
@@ -52,7 +53,8 @@ def test_orderly_consumers_keep_each_queue_in_order_through_failures(cluster: Cl
             await create_topic(admin, TOPIC, 2)
         consumers = []
         for name in ("o1", "o2"):
-            c = PushConsumer(cluster.name_servers, GROUP, instance_name=name)
+            settings = ConsumerSettings(instance_name=name)
+            c = PushConsumer(cluster.name_servers, GROUP, settings=settings)
             c.subscribe(TOPIC)
             c.register_orderly_listener(listener)
             await c.start()
@@ -122,7 +124,8 @@ def test_admin_client_manages_topics_groups_and_offsets(cluster: Cluster) -> Non
             # Nothing consumed yet: every stored message is still ahead of the group.
             assert sum(p.lag for p in progress) == 60
 
-            c = PushConsumer(cluster.name_servers, GROUP, instance_name="adm")
+            settings = ConsumerSettings(instance_name="adm")
+            c = PushConsumer(cluster.name_servers, GROUP, settings=settings)
             c.subscribe(TOPIC)
             c.register_listener(listener)
             async with c:
@@ -166,9 +169,8 @@ def test_synchronous_facade_and_shutdown_commits_offsets(cluster: Cluster) -> No
     with SyncAdminClient(cluster.name_servers) as admin:
         admin.create_topic(TOPIC, queues=2)
         # Offsets are committed only at shutdown here (the periodic commit is an hour away).
-        consumer = SyncPushConsumer(
-            cluster.name_servers, GROUP, instance_name="sync", persist_interval_s=3600
-        )
+        settings = ConsumerSettings(instance_name="sync", persist_interval_s=3600)
+        consumer = SyncPushConsumer(cluster.name_servers, GROUP, settings=settings)
         consumer.subscribe(TOPIC)
         consumer.register_listener(listener)
         with SyncProducer(cluster.name_servers) as producer:

@@ -7,12 +7,14 @@ import asyncio
 import itertools
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from reconsume.client.admin import AdminClient
 from reconsume.client.listener import ConcurrentContext, ConsumeFrom, ConsumeStatus
 from reconsume.client.producer import Producer, SendResult
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import DEFAULT_SETTINGS, ConsumerSettings
 from reconsume.message import properties as props
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import dead_letter_topic
@@ -39,8 +41,11 @@ async def dead_letters(cluster: Cluster, group: str = GROUP) -> list[StoredMessa
         return found
 
 
-def consumer(cluster: Cluster, listener: object, **options: object) -> PushConsumer:
-    c = PushConsumer(cluster.name_servers, GROUP, instance_name="retry-test", **options)  # type: ignore[arg-type]
+def consumer(
+    cluster: Cluster, listener: object, settings: ConsumerSettings = DEFAULT_SETTINGS
+) -> PushConsumer:
+    settings = replace(settings, instance_name="retry-test")
+    c = PushConsumer(cluster.name_servers, GROUP, settings=settings)
     c.subscribe(TOPIC)
     c.register_listener(listener)  # type: ignore[arg-type]
     return c
@@ -68,7 +73,8 @@ def test_always_failing_messages_retry_at_each_level_then_dead_letter_once(
     async def scenario(cluster: Cluster) -> tuple[list[SendResult], list[StoredMessage]]:
         async with AdminClient(cluster.name_servers) as admin:
             await create_topic(admin, TOPIC, QUEUES_PER_BROKER)
-            async with consumer(cluster, always_fail, max_reconsume_times=max_times) as c:
+            settings = ConsumerSettings(max_reconsume_times=max_times)
+            async with consumer(cluster, always_fail, settings) as c:
                 await settled([c], ALL_QUEUES)
                 sent = await send_messages(cluster, count)
                 wanted = 1 + max_times
@@ -189,8 +195,8 @@ def test_partial_ack_index_retries_only_the_messages_after_it(tmp_path: Path) ->
         async with AdminClient(cluster.name_servers) as admin:
             await create_topic(admin, TOPIC, QUEUES_PER_BROKER)
             await send_messages(cluster, count)  # before the consumer: full batches
-            options = {"batch_size": 4, "consume_from": ConsumeFrom.FIRST_OFFSET}
-            async with consumer(cluster, ack_half, **options) as c:
+            settings = ConsumerSettings(batch_size=4, consume_from=ConsumeFrom.FIRST_OFFSET)
+            async with consumer(cluster, ack_half, settings) as c:
                 await settled([c], ALL_QUEUES)
 
                 async def retried_all() -> bool:

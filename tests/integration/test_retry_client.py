@@ -10,9 +10,8 @@ import itertools
 import json
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from reconsume.client.admin import AdminClient
 from reconsume.client.listener import (
@@ -25,6 +24,7 @@ from reconsume.client.listener import (
 )
 from reconsume.client.producer import Producer, SendResult
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import DEFAULT_SETTINGS, ConsumerSettings
 from reconsume.client.stats import ConsumerStats
 from reconsume.message import properties as props
 from reconsume.message.configs import PERM_READ, SubscriptionGroupConfig
@@ -109,15 +109,17 @@ def recorder(
 
 
 def consumer(
-    cluster: Cluster, group: str, listener: ConcurrentListener, **options: Any
+    cluster: Cluster,
+    group: str,
+    listener: ConcurrentListener,
+    settings: ConsumerSettings = DEFAULT_SETTINGS,
 ) -> PushConsumer:
-    c = PushConsumer(
-        cluster.name_servers,
-        group,
+    settings = replace(
+        settings,
         instance_name=group,
         persist_interval_s=0.2,  # offsets reach the broker soon: lag is checked
-        **options,
     )
+    c = PushConsumer(cluster.name_servers, group, settings=settings)
     c.subscribe(TOPIC)
     c.register_listener(listener)
     return c
@@ -147,7 +149,7 @@ def test_a_refused_send_back_is_sent_to_the_retry_topic_instead(tmp_path: Path) 
             once, _ = recorder(deliveries, succeed_from=1)
             never, _ = recorder(dead_deliveries, succeed_from=99)
             c1 = consumer(cluster, again, once)
-            c2 = consumer(cluster, dead, never, max_reconsume_times=1)
+            c2 = consumer(cluster, dead, never, ConsumerSettings(max_reconsume_times=1))
             async with c1, c2:
                 await settled([c1], 4)
                 await settled([c2], 4)
@@ -277,7 +279,8 @@ def test_a_retry_nobody_can_store_is_consumed_again_locally(tmp_path: Path) -> N
             await routed(admin, retry_topic(group), read=2, write=0)
             await routed(admin, TOPIC, read=2, write=2)
             listener, _ = recorder(deliveries, succeed_from=1)
-            async with consumer(cluster, group, listener, local_retry_delay_s=delay_s) as c:
+            settings = ConsumerSettings(local_retry_delay_s=delay_s)
+            async with consumer(cluster, group, listener, settings) as c:
                 await settled([c], 4)
                 sent = await send(cluster)
                 await eventually(lambda: _true(c.stats.consumed == COUNT), 10, what="consumed")
@@ -314,13 +317,12 @@ def test_broadcasting_failures_are_dropped_and_counted(tmp_path: Path) -> None:
     async def scenario(cluster: Cluster) -> tuple[list[SendResult], dict[str, int], int]:
         async with AdminClient(cluster.name_servers) as admin:
             await create_topic(admin, TOPIC, 2)
-        c = PushConsumer(
-            cluster.name_servers,
-            group,
+        settings = ConsumerSettings(
             model=MessageModel.BROADCASTING,
             offset_dir=tmp_path / "offsets",
             local_retry_delay_s=0.05,  # a local retry, were there one, would come at once
         )
+        c = PushConsumer(cluster.name_servers, group, settings=settings)
         c.subscribe(TOPIC)
         c.register_listener(fail)
         async with c:
@@ -368,13 +370,10 @@ def test_orderly_gives_a_message_up_at_the_maximum_and_the_queue_moves_on(tmp_pa
     ) -> tuple[dict[int, str], list[StoredMessage], ConsumerStats]:
         async with AdminClient(cluster.name_servers) as admin:
             await create_topic(admin, TOPIC, 1)
-        c = PushConsumer(
-            cluster.name_servers,
-            group,
-            instance_name="orderly",
-            max_reconsume_times=max_times,
-            suspend_ms=suspend_ms,
+        settings = ConsumerSettings(
+            instance_name="orderly", max_reconsume_times=max_times, suspend_ms=suspend_ms
         )
+        c = PushConsumer(cluster.name_servers, group, settings=settings)
         c.subscribe(TOPIC)
         c.register_orderly_listener(listener)
         poison: dict[int, str] = {}
@@ -429,7 +428,8 @@ def test_the_consumers_maximum_overrides_the_groups(tmp_path: Path) -> None:
             await admin.create_group(SubscriptionGroupConfig(group, retry_max_times=5))
             await create_topic(admin, TOPIC, 2)
             listener, _ = recorder(deliveries, succeed_from=99)
-            async with consumer(cluster, group, listener, max_reconsume_times=2) as c:
+            settings = ConsumerSettings(max_reconsume_times=2)
+            async with consumer(cluster, group, listener, settings) as c:
                 await settled([c], 6)
                 sent = await send(cluster)
 

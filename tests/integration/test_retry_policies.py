@@ -17,6 +17,7 @@ from reconsume.client.admin import AdminClient
 from reconsume.client.listener import ConcurrentContext
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.message import properties as props
 from reconsume.message.configs import SubscriptionGroupConfig
 from reconsume.message.decode import decode_record
@@ -70,12 +71,8 @@ def test_policy_delays_are_followed_per_attempt_then_dead_letter(tmp_path: Path,
                 stored = (await admin.group_configs(broker.address))[GROUP]
                 assert stored.to_dict()["groupRetryPolicy"] == policy
             await create_topic(admin, TOPIC, 2)
-            consumer = PushConsumer(
-                cluster.name_servers,
-                GROUP,
-                instance_name="policy-test",
-                max_reconsume_times=MAX_TIMES,
-            )
+            settings = ConsumerSettings(instance_name="policy-test", max_reconsume_times=MAX_TIMES)
+            consumer = PushConsumer(cluster.name_servers, GROUP, settings=settings)
             consumer.subscribe(TOPIC)
             consumer.register_listener(always_fail)
             async with consumer, Producer(cluster.name_servers) as producer:

@@ -18,6 +18,7 @@ from reconsume.client.admin import AdminClient
 from reconsume.client.listener import ConcurrentContext, ConsumeStatus
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.message import properties as props
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import TIMER_TOPIC
@@ -70,7 +71,8 @@ def test_timer_messages_are_delivered_in_millisecond_slots_never_early(tmp_path:
     async def scenario(cluster: Cluster) -> None:
         async with AdminClient(cluster.name_servers) as admin:
             await create_topic(admin, TOPIC, 2)
-            consumer = PushConsumer(cluster.name_servers, GROUP, instance_name="timer-test")
+            settings = ConsumerSettings(instance_name="timer-test")
+            consumer = PushConsumer(cluster.name_servers, GROUP, settings=settings)
             consumer.subscribe(TOPIC)
             consumer.register_listener(listener)
             async with consumer, Producer(cluster.name_servers) as producer:

@@ -15,6 +15,7 @@ from reconsume.client.admin import AdminClient
 from reconsume.client.listener import ConcurrentContext, ConsumeStatus
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.message import properties as props
 from reconsume.message.configs import SubscriptionGroupConfig
 from reconsume.message.model import Message, StoredMessage
@@ -96,15 +97,14 @@ def test_lowering_retry_queue_nums_under_load_loses_no_retry(tmp_path: Path) -> 
         async with AdminClient(cluster.name_servers) as admin:
             await admin.create_group(SubscriptionGroupConfig(GROUP, retry_queue_nums=4))
             await create_topic(admin, TOPIC, 2)
-            c = PushConsumer(
-                cluster.name_servers,
-                GROUP,
+            settings = ConsumerSettings(
                 instance_name="lowering",
                 concurrency=64,
                 pull_batch_size=1,
                 max_held_per_queue=2,  # most retries stay in their queues until pulled
                 persist_interval_s=0.2,
             )
+            c = PushConsumer(cluster.name_servers, GROUP, settings=settings)
             c.subscribe(TOPIC)
             c.register_listener(fail_three_times)
             async with c, Producer(cluster.name_servers) as producer:

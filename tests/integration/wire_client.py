@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from reconsume.message import StoredMessage, iter_records
@@ -36,6 +36,8 @@ from reconsume.wire.command import RemotingCommand
 from reconsume.wire.headers import GetRouteInfoRequestHeader
 from reconsume.wire.transport import Connection, Dispatcher, RemotingClient
 
+from ..polling import eventually_async
+
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
@@ -50,17 +52,9 @@ def records(response: RemotingCommand) -> list[StoredMessage]:
     return list(iter_records(response.body, verify_crc=True))
 
 
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], timeout_s: float = 10.0, what: str = "condition"
-) -> Any:
-    """Poll ``probe`` until it returns something truthy (deadline, short pauses)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not reached within {timeout_s}s"
-        await asyncio.sleep(0.02)
+eventually = eventually_async
+""":func:`tests.polling.eventually_async` under the name the integration, compat and Spark
+tests import it by, beside the client they poll with."""
 
 
 class BrokerClient:

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import kubernetes.client
 
+from ..polling import eventually
 from .certs import CLIENT_USER, Credentials, make_credentials
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,15 +142,25 @@ def start(
 
 
 def poll(processes: list[Process], ready: Callable[[], bool], deadline: float, what: str) -> None:
-    """Until ``ready()``; fails when a process exits or the deadline passes."""
-    while not ready():
+    """Until ``ready()``; fails when a process exits or the deadline passes. ``deadline`` is
+    shared by the steps of one start, so each step waits for what is left of it."""
+
+    def running() -> None:
         for process in processes:
             if process.popen.poll() is not None:
                 raise AssertionError(process.failure(f"exited with {process.popen.returncode}"))
-        if time.monotonic() > deadline:
-            tails = "\n\n".join(p.failure("still running") for p in processes)
-            raise AssertionError(f"{what} not reached within {START_TIMEOUT_S:.0f} s\n{tails}")
-        time.sleep(0.1)
+
+    def tails() -> str:
+        return "\n\n".join(p.failure("still running") for p in processes)
+
+    eventually(
+        ready,
+        max(deadline - time.monotonic(), 0.0),
+        f"{what} (start-up limit {START_TIMEOUT_S:.0f} s)",
+        interval_s=0.1,
+        check=running,
+        detail=tails,
+    )
 
 
 def http_status(connection: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:

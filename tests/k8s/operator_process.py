@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from typing import TypeVar
 
 import pytest
 
+from ..polling import eventually
 from .control_plane import ControlPlane, free_ports, log_tail
 
 SCRIPT = shutil.which("reconsume") or str(Path(sys.executable).with_name("reconsume"))
@@ -116,14 +116,7 @@ class Operators:
     def wait(self, probe: Callable[[], T | None], timeout_s: float, what: str) -> T:
         """Poll ``probe`` until it returns something truthy; fail after ``timeout_s`` with the
         end of every operator's log."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = probe()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: not within {timeout_s} s\n{self.tails()}")
-            time.sleep(0.1)
+        return eventually(probe, timeout_s, what, interval_s=0.1, detail=self.tails)
 
     def close(self) -> None:
         for process in self.started:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 import uuid
 import warnings
 from collections.abc import Callable, Coroutine, Iterator
@@ -167,16 +166,11 @@ class Resources:
                 return None
             return condition
 
-        deadline = time.monotonic() + timeout_s
-        while (found := probe()) is None:
-            if time.monotonic() > deadline:
-                last = self.get(plural, name) or {}
-                raise AssertionError(
-                    f"{plural}/{name} {kind}={status} ({reason}) not reached in {timeout_s} s; "
-                    f"status: {last.get('status')}"
-                )
-            time.sleep(0.1)
-        return found
+        def last_status() -> str:
+            return f"status: {(self.get(plural, name) or {}).get('status')}"
+
+        what = f"{plural}/{name} {kind}={status} ({reason})"
+        return eventually(probe, timeout_s, what, interval_s=0.1, detail=last_status)
 
 
 @contextmanager

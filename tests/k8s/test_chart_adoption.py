@@ -157,10 +157,7 @@ def start_operator(
 def waiting(
     operator: OperatorProcess, probe: Callable[[], T | None], timeout_s: float, what: str
 ) -> T:
-    try:
-        return eventually(probe, timeout_s, what)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{operator.tail()}") from None
+    return eventually(probe, timeout_s, what, detail=operator.tail)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -382,7 +382,7 @@ def test_gitops_apply_twice_changes_nothing(
             found = [p for p in (obj.get("status") or {}).values() if isinstance(p, dict)]
             return found if len(found) == 2 else None
 
-        found = eventually(peers, 60, f"two replicas in the KopfPeering\n{logs()}")
+        found = eventually(peers, 60, "two replicas in the KopfPeering", detail=logs)
         assert len({peer["priority"] for peer in found}) == 2
 
         # The operator acted on everything: finalizers and status on the examples, the
@@ -416,7 +416,7 @@ def test_gitops_apply_twice_changes_nothing(
                 batch.read_namespaced_cron_job("orders-dlq-archive", watched)
             return True
 
-        eventually(reconciled, 90, f"the operator reconciled the examples\n{logs()}")
+        eventually(reconciled, 90, "the operator reconciled the examples", detail=logs)
     finally:
         for replica in replicas:
             replica.stop()

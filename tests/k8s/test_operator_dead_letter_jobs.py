@@ -88,10 +88,10 @@ def wait_phase(resources: Resources, name: str, phase: str, timeout_s: float = 3
         found = status(resources, name)
         return found if found.get("phase") == phase else None
 
-    try:
-        return eventually(reached, timeout_s, f"{name} {phase}")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; status: {status(resources, name)}") from None
+    def last_status() -> str:
+        return f"status: {status(resources, name)}"
+
+    return eventually(reached, timeout_s, f"{name} {phase}", detail=last_status)
 
 
 def read(call: Any, *args: Any) -> Any:

@@ -7,7 +7,6 @@ the operator reaches through its name-server address template."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from reconsume.message.model import Message
 
 from ..integration.cluster import Cluster, start_broker
 from ..integration.processes import start_server
+from ..polling import eventually_async
 from .control_plane import ControlPlane
 from .operator_support import (
     Resources,
@@ -62,10 +62,7 @@ def send_to_last_broker(pods: Cluster) -> None:
 
     async def work(admin: AdminClient) -> None:
         await admin.create_topic(TOPIC, queues=2, brokers=[address])
-        deadline = asyncio.get_running_loop().time() + 20
-        while (await admin.route(TOPIC)) is None:
-            assert asyncio.get_running_loop().time() < deadline, f"route of {TOPIC}"
-            await asyncio.sleep(0.1)
+        await eventually_async(lambda: admin.route(TOPIC), 20, f"route of {TOPIC}", interval_s=0.1)
         async with Producer(pods.name_servers) as producer:
             for i in range(MESSAGES):
                 await producer.send(Message(TOPIC, f"payment {i}".encode()))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.request
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any, TypeVar
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.chart.helm import CHART
+from tests.polling import eventually
 
 from .node import Node
 
@@ -44,15 +44,13 @@ def wait_for(
 ) -> T:
     """Poll ``probe`` until it returns something truthy; on timeout, the failure says what
     was awaited and, with ``node``, what the cluster's pods and events looked like."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            context = "" if node is None else describe(node)
-            raise AssertionError(f"{what}: not reached within {timeout_s:.0f} s\n{context}")
-        time.sleep(0.5)
+    return eventually(
+        probe,
+        timeout_s,
+        what,
+        interval_s=0.5,
+        detail=lambda: "" if node is None else describe(node),
+    )
 
 
 def describe(node: Node) -> str:

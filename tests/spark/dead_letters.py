@@ -11,6 +11,7 @@ from reconsume.client.admin import AdminClient
 from reconsume.client.listener import ConcurrentContext, ConsumeStatus
 from reconsume.client.producer import Producer, SendResult
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.message.configs import SubscriptionGroupConfig
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import dead_letter_job_group, dead_letter_topic
@@ -42,9 +43,8 @@ async def fail_into_the_dlq(
         async def fail(batch: list[StoredMessage], context: ConcurrentContext) -> ConsumeStatus:
             return ConsumeStatus.RECONSUME_LATER
 
-        consumer = PushConsumer(
-            cluster.name_servers, group, instance_name=group, max_reconsume_times=0
-        )
+        settings = ConsumerSettings(instance_name=group, max_reconsume_times=0)
+        consumer = PushConsumer(cluster.name_servers, group, settings=settings)
         consumer.subscribe(topic)
         consumer.register_listener(fail)
         await consumer.start()

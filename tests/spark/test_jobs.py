@@ -14,6 +14,7 @@ import pytest
 
 from reconsume.client.listener import ConcurrentContext, ConsumeStatus
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.message import properties as props
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import dead_letter_topic
@@ -93,7 +94,8 @@ def consume_all(cluster: Cluster, topic: str, group: str, count: int) -> list[St
             received.extend(batch)
             return ConsumeStatus.CONSUME_SUCCESS
 
-        consumer = PushConsumer(cluster.name_servers, group, instance_name=group)
+        settings = ConsumerSettings(instance_name=group)
+        consumer = PushConsumer(cluster.name_servers, group, settings=settings)
         consumer.subscribe(topic)
         consumer.register_listener(take)
         await consumer.start()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import ipaddress
 import math
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from reconsume.engine.delays import parse_delay_levels
 from reconsume.errors import InvalidArgumentError
+from reconsume.flags import flag
 from reconsume.message.address import HostAddress
 from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 from reconsume.store.settings import FlushMode, StoreSettings
@@ -15,8 +17,33 @@ from reconsume.store.settings import FlushMode, StoreSettings
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 
+class ReplicationMode(StrEnum):
+    """When a write counts as stored with respect to the broker's replicas."""
+
+    ASYNC = "Async"
+    SYNC = "Sync"
+
+
 def _invalid(setting: str, problem: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"setting {setting}: {problem}")
+
+
+def _listen_flag(text: str) -> tuple[str, int]:
+    """``--listen host:port`` as ``(listen_host, listen_port)``."""
+    try:
+        address = HostAddress.parse(text)
+    except InvalidArgumentError as exc:
+        raise _invalid("listen", str(exc)) from None
+    return str(ipaddress.ip_address(address.ip)), address.port
+
+
+def _namesrv_flag(text: str) -> tuple[str, ...]:
+    """``--namesrv a:1;b:2`` as the name servers' addresses."""
+    return tuple(address.strip() for address in text.split(";") if address.strip())
+
+
+def _host_port(host: object, port: object) -> str:
+    return f"{host}:{port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,54 +51,155 @@ class BrokerSettings:
     """What one broker listens on, where it registers, where it stores and how it behaves.
 
     Every validation error starts with ``setting <name>:`` so the operator or the command line
-    can say which setting is wrong.
+    can say which setting is wrong. A field with a ``flag`` in its metadata is also a flag of
+    ``reconsume broker`` (:mod:`reconsume.flags`), whose help shows the default given here.
     """
 
-    store_dir: str
+    store_dir: str = field(metadata=flag("--store-dir", "directory of the message store"))
     """Directory of the message store (commit log, consume queues, tables); created if absent."""
-    listen_host: str = "127.0.0.1"
+    listen_host: str = field(
+        default="127.0.0.1",
+        metadata=flag(
+            "--listen",
+            "host:port to listen on; port 0: any free one",
+            parse=_listen_flag,
+            sets=("listen_host", "listen_port"),
+            show=_host_port,
+        ),
+    )
     """IP address to listen on (``0.0.0.0`` or ``::`` for every interface)."""
     listen_port: int = 10911
     """TCP port to listen on; 0 picks a free one (the advertised address then uses it)."""
-    advertised_address: str | None = None
+    advertised_address: str | None = field(
+        default=None,
+        metadata=flag(
+            "--advertise",
+            "ip:port to register and put in message ids",
+            empty="the --listen address",
+        ),
+    )
     """``ip:port`` clients and name servers are told to use; default: the listen address. Its
     port 0 stands for the port actually bound. It is also the store host of every record, so
     offset message ids carry it."""
-    namesrv_addresses: tuple[str, ...] = ()
+    namesrv_addresses: tuple[str, ...] = field(
+        default=(),
+        metadata=flag(
+            "--namesrv",
+            "name server addresses, ';'-separated (host:port;host:port)",
+            parse=_namesrv_flag,
+            empty="none: run unregistered",
+        ),
+    )
     """Name servers (``host:port``) to register with; empty: run unregistered."""
-    broker_name: str = "broker-a"
+    broker_name: str = field(
+        default="broker-a", metadata=flag("--broker-name", "this shard's broker name")
+    )
     """Broker name: one shard of the cluster; routes list queues under this name."""
-    cluster_name: str = "DefaultCluster"
+    cluster_name: str = field(default="DefaultCluster", metadata=flag("--cluster", "cluster name"))
     """Cluster the broker belongs to (name-server cluster info groups brokers by it)."""
-    broker_id: int = 0
-    """0 for a master; reconsume runs masters only, so this stays 0."""
-    auto_create_topic: bool = True
+    broker_id: int = field(
+        default=0,
+        metadata=flag("--broker-id", "0 for the master, 1 or more for a replica (with --master)"),
+    )
+    """0 for the master of its broker name; a replica's id (1 or more) is how routes list it,
+    as Apache RocketMQ lists slaves."""
+    master_address: str | None = field(
+        default=None,
+        metadata=flag(
+            "--master", "ip:port of the master this replica follows", empty="none: a master"
+        ),
+    )
+    """``ip:port`` of the master a replica (``broker_id`` 1 or more) follows; None for a
+    master."""
+    replication: ReplicationMode = field(
+        default=ReplicationMode.ASYNC,
+        metadata=flag("--replication", "when a write counts as stored on the replicas"),
+    )
+    """Sync: a send, a send-back and a schedule put count as stored once every in-sync
+    replica has stored them (SYNC_MASTER). Async: replicas follow in the background."""
+    replica_lag_max_ms: int = field(
+        default=3_000,
+        metadata=flag(
+            "--replica-lag-max-ms",
+            "milliseconds a replica may stay behind the master's log end and remain in sync",
+        ),
+    )
+    """A replica that has not held the master's whole log within this many milliseconds
+    leaves the in-sync set; Sync writes stop waiting for it."""
+    replication_accept_alone: bool = field(
+        default=False,
+        metadata=flag(
+            "--replication-accept-alone",
+            "under Sync replication, accept writes on the master when no replica is in sync",
+        ),
+    )
+    """Under Sync replication with no replica in sync: accept the write on the master alone
+    (counted in ``reconsume_replication_stored_alone_total``) instead of answering
+    SLAVE_NOT_AVAILABLE."""
+    auto_create_topic: bool = field(
+        default=True, metadata=flag("--auto-create-topic", "create unknown topics on first send")
+    )
     """Create an unknown topic on first send (RocketMQ's ``autoCreateTopicEnable``; the broker
     then also serves the template topic TBW102)."""
-    auto_create_subscription_group: bool = True
+    auto_create_subscription_group: bool = field(
+        default=True,
+        metadata=flag(
+            "--auto-create-group",
+            "create an unknown consumer group's config on first heartbeat or pull",
+        ),
+    )
     """Create an unknown consumer group's config on first heartbeat or pull, with defaults
     (RocketMQ's ``autoCreateSubscriptionGroup``)."""
-    default_topic_queue_nums: int = 8
+    default_topic_queue_nums: int = field(
+        default=8, metadata=flag("--default-queues", "queues of an auto-created topic, at most")
+    )
     """Queues (read and write) of an auto-created topic, at most; a producer may ask for fewer."""
-    flush_mode: FlushMode = FlushMode.ASYNC
+    flush_mode: FlushMode = field(
+        default=FlushMode.ASYNC, metadata=flag("--flush", "when a send counts as durable")
+    )
     """Sync: a send is answered after the fsync covering it. Async: fsync in the background."""
     sync_flush_timeout_ms: int = 5_000
     """Sync flush: milliseconds a send waits for its fsync before answering FLUSH_DISK_TIMEOUT
     (the message is stored either way)."""
-    offset_persist_interval_ms: int = 5_000
+    offset_persist_interval_ms: int = field(
+        default=5_000,
+        metadata=flag(
+            "--offset-persist-interval-ms",
+            "milliseconds between writes of changed consumer offsets",
+        ),
+    )
     """Milliseconds between writes of changed consumer offsets to disk (a crash loses at most
     this window of offset commits, as in RocketMQ)."""
-    delay_levels: str = DEFAULT_DELAY_LEVELS
+    delay_levels: str = field(
+        default=DEFAULT_DELAY_LEVELS,
+        metadata=flag("--delay-levels", "delay levels, e.g. '1s 5s 10s 30s 1m'"),
+    )
     """Delay levels (``1s 5s ... 2h``; units ms s m h d), parsed by the engine's
     :func:`~reconsume.engine.delays.parse_delay_levels`."""
-    timer_max_delay_s: int = 3 * 24 * 3600
+    timer_max_delay_s: int = field(
+        default=3 * 24 * 3600,
+        metadata=flag(
+            "--timer-max-delay-s",
+            "longest delay of a timer message or policy retry, in seconds",
+        ),
+    )
     """Longest delay, in seconds, of a timer message (TIMER_DELAY_SEC / TIMER_DELAY_MS /
     TIMER_DELIVER_MS) or a policy's retry (RocketMQ 5's ``timerMaxDelaySec``): a send asking
     for more is refused, a longer retry delay is shortened to it."""
-    http_listen: str | None = None
+    http_listen: str | None = field(
+        default=None,
+        metadata=flag(
+            "--http-listen", "host:port of the HTTP endpoint: /metrics, /healthz, /readyz"
+        ),
+    )
     """``ip:port`` of the HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``); port 0 picks
     a free one. None: no HTTP endpoint."""
-    register_interval_s: float = 30.0
+    register_interval_s: float = field(
+        default=30.0,
+        metadata=flag(
+            "--register-interval-s", "seconds between registrations with the name servers"
+        ),
+    )
     """Seconds between registrations with every name server (they expire a broker after 120 s).
     Until the first registration succeeds, failed rounds are retried sooner."""
     metrics_max_queue_series: int = 2_000
@@ -109,8 +237,18 @@ class BrokerSettings:
                 raise _invalid(
                     setting, f"{value!r} must be letters, digits, '_', '-' or '.' (non-empty)"
                 )
-        if self.broker_id != 0:
-            raise _invalid("broker_id", "reconsume runs masters only; it must be 0")
+        if self.broker_id < 0:
+            raise _invalid("broker_id", f"{self.broker_id} is negative")
+        if self.broker_id and self.master_address is None:
+            raise _invalid("master_address", f"required for a replica (broker_id {self.broker_id})")
+        if self.master_address is not None:
+            if not self.broker_id:
+                raise _invalid("master_address", "a master (broker_id 0) follows no master")
+            _parse_address("master_address", self.master_address)
+        if not isinstance(self.replication, ReplicationMode):
+            raise _invalid("replication", f"{self.replication!r} is not Async or Sync")
+        if self.replica_lag_max_ms <= 0:
+            raise _invalid("replica_lag_max_ms", "must be positive")
         if not 1 <= self.default_topic_queue_nums <= 1024:
             raise _invalid(
                 "default_topic_queue_nums", f"{self.default_topic_queue_nums} is not 1-1024"

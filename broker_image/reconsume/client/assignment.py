@@ -15,12 +15,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconsume.client.broker_api import BrokerApi
-from reconsume.client.listener import ConsumeFrom
+from reconsume.client.listener import ConsumeFrom, MessageModel
 from reconsume.client.locks import QueueLocks
 from reconsume.client.offsets import OffsetStore
 from reconsume.client.process_queue import ProcessQueue
 from reconsume.client.pull import PullLoop
 from reconsume.client.routes import MessageQueue
+from reconsume.client.settings import ConsumerSettings
 from reconsume.client.subscription import Subscription
 from reconsume.errors import RemotingError
 from reconsume.message.model import StoredMessage
@@ -32,17 +33,16 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
+    """Who reads the queues, and the consumer's settings every queue is read with."""
+
     group: str
     client_id: str
-    clustering: bool
     orderly: bool
-    consume_from: ConsumeFrom
-    consume_timestamp_ms: int
-    max_held: int
-    pull_batch_size: int
-    long_poll_ms: int
-    timeout_s: float
-    handover_wait_s: float
+    consumer: ConsumerSettings
+
+    @property
+    def clustering(self) -> bool:
+        return self.consumer.model is MessageModel.CLUSTERING
 
 
 class Assignment:
@@ -86,7 +86,8 @@ class Assignment:
 
     async def _start(self, queue: MessageQueue) -> bool:
         settings = self._settings
-        pq = ProcessQueue(queue, settings.max_held)
+        consumer = settings.consumer
+        pq = ProcessQueue(queue, consumer.max_held_per_queue)
         if self._locking and not await self._locks.lock(pq):
             return False
         try:
@@ -105,9 +106,9 @@ class Assignment:
             offsets=self._offsets,
             submit=self._submit,
             commit_in_pull=settings.clustering,
-            batch_size=settings.pull_batch_size,
-            long_poll_ms=settings.long_poll_ms,
-            timeout_s=settings.timeout_s,
+            batch_size=consumer.pull_batch_size,
+            long_poll_ms=consumer.long_poll_ms,
+            timeout_s=consumer.timeout_s,
         )
         self._pulls[queue] = asyncio.ensure_future(loop.run())
         log.info("%s reads %s from offset %d", settings.client_id, queue, offset)
@@ -118,12 +119,12 @@ class Assignment:
         stored = await self._offsets.read(queue)
         if stored >= 0:
             return stored
-        consume_from = self._settings.consume_from
+        consume_from = self._settings.consumer.consume_from
         if consume_from is ConsumeFrom.FIRST_OFFSET or is_retry_topic(queue.topic):
             return 0
         address = await self._broker_of(queue)
         if consume_from is ConsumeFrom.TIMESTAMP:
-            timestamp = self._settings.consume_timestamp_ms
+            timestamp = self._settings.consumer.consume_timestamp_ms
             return await self._api.search_offset(address, queue, timestamp)
         return await self._api.max_offset(address, queue)
 
@@ -142,7 +143,7 @@ class Assignment:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        wait_s = self._settings.handover_wait_s
+        wait_s = self._settings.consumer.shutdown_wait_s
         await asyncio.gather(*(pq.wait_quiet(wait_s) for pq in pqs))
         for pq in pqs:
             pq.dropped = True

@@ -2,7 +2,8 @@
 
 asyncio first::
 
-    consumer = PushConsumer(["127.0.0.1:9876"], "orders-consumer")
+    settings = ConsumerSettings(batch_size=16)    # optional: every setting has a default
+    consumer = PushConsumer(["127.0.0.1:9876"], "orders-consumer", settings=settings)
     consumer.subscribe("orders", "paid || refunded")
     consumer.register_listener(handle)            # or register_orderly_listener
     await consumer.start()
@@ -28,11 +29,10 @@ from pathlib import Path
 
 from reconsume.client.assignment import Assignment, QueueSettings
 from reconsume.client.broker_api import BrokerApi
-from reconsume.client.concurrent import LOCAL_RETRY_DELAY_S, ConcurrentService
+from reconsume.client.concurrent import ConcurrentService
 from reconsume.client.identity import client_id
 from reconsume.client.listener import (
     ConcurrentListener,
-    ConsumeFrom,
     MessageModel,
     OrderlyListener,
     restore_retry_topic,
@@ -45,6 +45,7 @@ from reconsume.client.producer import Producer
 from reconsume.client.rebalance import allocate_average
 from reconsume.client.routes import MessageQueue
 from reconsume.client.sendback import SendBack
+from reconsume.client.settings import DEFAULT_SETTINGS, ConsumerSettings
 from reconsume.client.stats import ConsumerStats
 from reconsume.client.subscription import Subscription, heartbeat_body
 from reconsume.errors import InvalidArgumentError, ReconsumeError, RemotingError
@@ -57,68 +58,23 @@ from reconsume.wire.transport import Connection, Dispatcher, RemotingClient
 log = logging.getLogger(__name__)
 
 INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
-DEFAULT_MAX_RECONSUME_TIMES = 16
-ORDERLY_UNLIMITED = 2**31 - 1
 
 
 class PushConsumer:
+    """A consumer of ``group``, found through ``name_servers``; how it consumes is
+    ``settings`` (see :mod:`reconsume.client.settings`)."""
+
     def __init__(
-        self,
-        name_servers: list[str],
-        group: str,
-        *,
-        model: MessageModel = MessageModel.CLUSTERING,
-        consume_from: ConsumeFrom = ConsumeFrom.LAST_OFFSET,
-        consume_timestamp_ms: int = 0,
-        batch_size: int = 1,
-        pull_batch_size: int = 32,
-        concurrency: int = 20,
-        max_held_per_queue: int = 1000,
-        max_reconsume_times: int = -1,
-        suspend_ms: int = 1000,
-        local_retry_delay_s: float = LOCAL_RETRY_DELAY_S,
-        long_poll_ms: int = 15_000,
-        rebalance_interval_s: float = 20.0,
-        heartbeat_interval_s: float = 30.0,
-        persist_interval_s: float = 5.0,
-        lock_interval_s: float = 20.0,
-        shutdown_wait_s: float = 10.0,
-        instance_name: str | None = None,
-        offset_dir: Path | None = None,
-        timeout_s: float = 3.0,
+        self, name_servers: list[str], group: str, *, settings: ConsumerSettings = DEFAULT_SETTINGS
     ) -> None:
         validate_group(group)
-        for name, value in (("batch_size", batch_size), ("pull_batch_size", pull_batch_size)):
-            if not 1 <= value <= 1024:
-                raise InvalidArgumentError(f"{name} must be in 1..1024, not {value}")
-        if concurrency < 1 or max_held_per_queue < 1:
-            raise InvalidArgumentError("concurrency and max_held_per_queue must be >= 1")
-        if local_retry_delay_s < 0:
-            raise InvalidArgumentError("local_retry_delay_s must be >= 0")
         self.group = group
-        self.model = model
-        self.consume_from = consume_from
-        self.consume_timestamp_ms = consume_timestamp_ms
-        self.instance_name = instance_name or f"{os.getpid()}-{id(self):x}"
+        self.settings = settings
+        self.instance_name = settings.instance_name or f"{os.getpid()}-{id(self):x}"
         self.client_id = client_id(self.instance_name)
         self._name_servers = list(name_servers)
-        self._batch_size = batch_size
-        self._pull_batch_size = pull_batch_size
-        self._concurrency = concurrency
-        self._max_held = max_held_per_queue
-        self._max_reconsume = max_reconsume_times
-        self._suspend_ms = suspend_ms
-        self._local_retry_delay_s = local_retry_delay_s
         self.stats = ConsumerStats()
         """What this consumer did with its messages (see :class:`ConsumerStats`)."""
-        self._long_poll_ms = long_poll_ms
-        self._rebalance_interval_s = rebalance_interval_s
-        self._heartbeat_interval_s = heartbeat_interval_s
-        self._persist_interval_s = persist_interval_s
-        self._lock_interval_s = lock_interval_s
-        self._shutdown_wait_s = shutdown_wait_s
-        self._offset_dir = offset_dir
-        self._timeout_s = timeout_s
         self._subscriptions: dict[str, Subscription] = {}
         self._concurrent_listener: ConcurrentListener | None = None
         self._orderly_listener: OrderlyListener | None = None
@@ -181,7 +137,8 @@ class PushConsumer:
         if self._concurrent_listener is None and self._orderly_listener is None:
             raise InvalidArgumentError("register a listener before start()")
         self._started = True
-        clustering = self.model is MessageModel.CLUSTERING
+        settings = self.settings
+        clustering = settings.model is MessageModel.CLUSTERING
         if clustering and retry_topic(self.group) not in self._subscriptions:
             self._subscriptions[retry_topic(self.group)] = Subscription.parse(
                 retry_topic(self.group)
@@ -189,45 +146,44 @@ class PushConsumer:
         dispatcher = Dispatcher(f"consumer {self.client_id}")
         dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notified)
         self._client = RemotingClient(dispatcher)
-        self._api = BrokerApi(self._client, self._timeout_s)
-        self._routes = RouteCache(self._client, self._name_servers, timeout_s=self._timeout_s)
+        self._api = BrokerApi(self._client, settings.timeout_s)
+        self._routes = RouteCache(self._client, self._name_servers, timeout_s=settings.timeout_s)
         self._locks = QueueLocks(self._api, self.group, self.client_id, self._broker_of)
         self._offsets: OffsetStore
         if clustering:
             self._offsets = BrokerOffsetStore(
-                self._client, self._routes, self.group, timeout_s=self._timeout_s
+                self._client, self._routes, self.group, timeout_s=settings.timeout_s
             )
         else:
-            directory = self._offset_dir or (
+            directory = settings.offset_dir or (
                 Path.home() / ".reconsume" / "offsets" / self.instance_name
             )
             self._offsets = LocalOffsetStore(directory / self.group)
         await self._offsets.load()
-        self._executor = ThreadPoolExecutor(self._concurrency, f"consume-{self.group}")
+        self._executor = ThreadPoolExecutor(settings.concurrency, f"consume-{self.group}")
         self._producer = Producer(self._name_servers, INNER_PRODUCER_GROUP)
-        default_max = ORDERLY_UNLIMITED if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
-        max_times = default_max if self._max_reconsume < 0 else self._max_reconsume
+        max_times = settings.reconsume_limit(self.orderly)
         send_back = SendBack(
             self._client,
             self._routes,
             self._producer,
             self.group,
             max_reconsume_times=max_times,
-            timeout_s=self._timeout_s,
+            timeout_s=settings.timeout_s,
             stats=self.stats,
         )
         self._service: ConcurrentService | OrderlyService
         if self._orderly_listener is not None:
             self._service = OrderlyService(
                 self._orderly_listener,
-                model=self.model,
+                model=settings.model,
                 offsets=self._offsets,
                 dead_letter=send_back.dead_letter,
                 lock=self._locks.lock,
                 restore=self._restore,
-                batch_size=self._batch_size,
+                batch_size=settings.batch_size,
                 max_reconsume_times=max_times,
-                suspend_ms=self._suspend_ms,
+                suspend_ms=settings.suspend_ms,
                 executor=self._executor,
                 stats=self.stats,
             )
@@ -235,31 +191,19 @@ class PushConsumer:
             assert self._concurrent_listener is not None
             self._service = ConcurrentService(
                 self._concurrent_listener,
-                model=self.model,
+                model=settings.model,
                 offsets=self._offsets,
                 send_back=send_back,
                 restore=self._restore,
-                batch_size=self._batch_size,
-                concurrency=self._concurrency,
+                batch_size=settings.batch_size,
+                concurrency=settings.concurrency,
                 executor=self._executor,
-                local_retry_delay_s=self._local_retry_delay_s,
+                local_retry_delay_s=settings.local_retry_delay_s,
                 stats=self.stats,
             )
         await self._heartbeat()
         self._assignment = Assignment(
-            QueueSettings(
-                group=self.group,
-                client_id=self.client_id,
-                clustering=clustering,
-                orderly=self.orderly,
-                consume_from=self.consume_from,
-                consume_timestamp_ms=self.consume_timestamp_ms,
-                max_held=self._max_held,
-                pull_batch_size=self._pull_batch_size,
-                long_poll_ms=self._long_poll_ms,
-                timeout_s=self._timeout_s,
-                handover_wait_s=self._shutdown_wait_s,
-            ),
+            QueueSettings(self.group, self.client_id, self.orderly, settings),
             client=self._client,
             api=self._api,
             offsets=self._offsets,
@@ -269,10 +213,10 @@ class PushConsumer:
             subscriptions=self._subscriptions,
         )
         await self._rebalance()
-        self._every(self._heartbeat_interval_s, self._heartbeat)
-        self._every(self._persist_interval_s, self._persist)
+        self._every(settings.heartbeat_interval_s, self._heartbeat)
+        self._every(settings.persist_interval_s, self._persist)
         if self.orderly and clustering:
-            self._every(self._lock_interval_s, self._lock_all_queues)
+            self._every(settings.lock_interval_s, self._lock_all_queues)
         self._tasks.append(asyncio.ensure_future(self._rebalance_loop()))
         log.info("consumer %s of %s started", self.client_id, self.group)
 
@@ -288,7 +232,7 @@ class PushConsumer:
         queues = await self._assignment.stop()
         self._service.cancel()
         await self._offsets.persist(queues)
-        if self.orderly and self.model is MessageModel.CLUSTERING:
+        if self.orderly and self.settings.model is MessageModel.CLUSTERING:
             await self._locks.unlock(queues)
         for address in await self._brokers():
             try:
@@ -333,8 +277,8 @@ class PushConsumer:
             self.client_id,
             INNER_PRODUCER_GROUP,
             self.group,
-            self.model.value,
-            self.consume_from.value,
+            self.settings.model.value,
+            self.settings.consume_from.value,
             self._subscriptions.values(),
         )
         for address in await self._brokers():
@@ -357,7 +301,7 @@ class PushConsumer:
     async def _rebalance_loop(self) -> None:
         while not self._stopping:
             incomplete = False
-            delay_s = 1.0 if self._incomplete else self._rebalance_interval_s
+            delay_s = 1.0 if self._incomplete else self.settings.rebalance_interval_s
             # asyncio.timeout, not wait_for: a wait_for over an Event can swallow the
             # cancellation shutdown sends (CPython 3.11), leaving this loop running.
             with contextlib.suppress(TimeoutError):
@@ -383,7 +327,7 @@ class PushConsumer:
                     incomplete = True  # e.g. the retry topic, until the broker registers it
                     continue
                 queues = route.read_queues
-                if self.model is MessageModel.BROADCASTING:
+                if self.settings.model is MessageModel.BROADCASTING:
                     mine = set(queues)
                 else:
                     masters = sorted({b.master for b in route.brokers.values() if b.master})

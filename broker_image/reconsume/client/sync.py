@@ -28,6 +28,7 @@ from reconsume.client.listener import ConcurrentListener, OrderlyListener
 from reconsume.client.producer import Producer, SendResult
 from reconsume.client.push import PushConsumer
 from reconsume.client.routes import MessageQueue
+from reconsume.client.settings import DEFAULT_SETTINGS, ConsumerSettings
 from reconsume.client.stats import ConsumerStats
 from reconsume.message.configs import SubscriptionGroupConfig, TopicConfig
 from reconsume.message.model import Message
@@ -89,9 +90,15 @@ class SyncProducer:
 
 
 class SyncPushConsumer:
-    def __init__(self, name_servers: Sequence[str], group: str, **options: Any) -> None:
+    def __init__(
+        self,
+        name_servers: Sequence[str],
+        group: str,
+        *,
+        settings: ConsumerSettings = DEFAULT_SETTINGS,
+    ) -> None:
         self._consumer: PushConsumer = run(
-            _build(PushConsumer, list(name_servers), group, **options)
+            _build(PushConsumer, list(name_servers), group, settings=settings)
         )
 
     @property

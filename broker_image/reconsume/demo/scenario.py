@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconsume.client.listener import ConcurrentContext, ConsumeFrom, ConsumeStatus
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.demo import manifests
 from reconsume.demo.payment import OK, PaymentService, charge
 from reconsume.demo.progress import Progress
@@ -150,11 +151,11 @@ class Scenario:
     async def _consume(self, name_server: str) -> None:
         # A consumer's own maxReconsumeTimes (RocketMQ clients send 16 unless set) overrides the
         # group's retryMaxTimes on the broker, so it is set to the group's (docs/retry.md).
-        consumer = PushConsumer(
-            [name_server], manifests.GROUP, consume_from=ConsumeFrom.FIRST_OFFSET,
-            max_reconsume_times=self.plan.max_times, rebalance_interval_s=2.0,
-            persist_interval_s=1.0, long_poll_ms=2_000,
+        settings = ConsumerSettings(
+            consume_from=ConsumeFrom.FIRST_OFFSET, max_reconsume_times=self.plan.max_times,
+            rebalance_interval_s=2.0, persist_interval_s=1.0, long_poll_ms=2_000,
         )  # fmt: skip
+        consumer = PushConsumer([name_server], manifests.GROUP, settings=settings)
         consumer.subscribe(manifests.TOPIC, "*")
         consumer.register_listener(self._listener)
         await consumer.start()

@@ -18,23 +18,32 @@ The semantics are those of robfig/cron v3, the library behind Kubernetes CronJob
   both must match: ``0 0 */2 * *`` and ``0 0 * * 1`` are what they look like.
 * ``a/s`` means ``a-max/s``, and ``*/s`` starts at the field's minimum (minute 0, day 1).
 
+Reading and searching are split. :meth:`CronSchedule.parse` reads the text itself, because
+what Kubernetes refuses must be refused here too: ``L``, ``W``, ``#``, ``H`` and ``R``, ranges
+that end before they start (``5-1``), six or seven fields and values out of range are errors,
+with messages that name the field. The date arithmetic of :meth:`CronSchedule.next_after` is
+croniter's, a maintained library, given the values ``parse`` found as plain lists of numbers;
+when either day matches, it searches by each day field and takes the earlier run. croniter
+never sees the text as written, since it reads some of it otherwise: ``5-5`` as every minute,
+``SAT-SUN`` as a range that wraps around, and ``*/1`` or ``*,5`` in a day field as a
+restriction.
+
 Schedules that can never run, such as ``0 0 30 2 *`` or ``0 0 31 4,6,9,11 *``, are rejected
 by :meth:`CronSchedule.parse` rather than searched for at every tick. Whatever ``parse``
 accepts therefore runs within a bounded time: a day of the month that exists in one of
 the months recurs within eight years (29 February, across the skipped leap year 2100),
 and a restricted day of the week within a week of an allowed month. So
-:meth:`CronSchedule.next_after` always returns a time, skipping whole months, days and
-hours that cannot match instead of stepping minute by minute.
+:meth:`CronSchedule.next_after` always returns a time, unless it would fall after the year 9999.
 """
 
 from __future__ import annotations
 
-import calendar
-from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import MAXYEAR, UTC, date, datetime, timedelta
+from datetime import MAXYEAR, UTC, datetime
 from typing import Final
+
+from croniter import croniter
 
 from reconsume.errors import InvalidArgumentError
 
@@ -66,8 +75,9 @@ _DAY_NAMES: Final = {
 # The longest each month gets, in any year: 29 February is a day that exists.
 _LONGEST_MONTH_DAYS: Final = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
-# A bound on the search that parse's feasibility check makes unreachable (see the module's
-# docstring); kept so that a mistake shows as an error, not as a loop without end.
+# How many years a croniter search covers. Whatever parse accepts runs well within it (see the
+# module's docstring), though one of the two searches for either day may find nothing, as the
+# search by the day of the month does for ``0 0 30 2 MON``.
 _SEARCH_YEARS: Final = 9
 
 
@@ -156,11 +166,13 @@ class CronSchedule:
     def matches(self, when: datetime) -> bool:
         """Whether the schedule runs in the minute (UTC) that ``when`` falls in."""
         at = _utc(when)
+        in_month = at.day in self.days_of_month
+        in_week = at.isoweekday() % 7 in self.days_of_week
         return (
             at.minute in self.minutes
             and at.hour in self.hours
             and at.month in self.months
-            and self._day_matches(at.year, at.month, at.day)
+            and ((in_month or in_week) if self.either_day else (in_month and in_week))
         )
 
     def next_after(self, when: datetime) -> datetime:
@@ -169,57 +181,37 @@ class CronSchedule:
         ``when`` must be aware (any time zone). Raises InvalidArgumentError only when the
         next run would fall after the year 9999.
         """
-        try:
-            start = _utc(when).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        except OverflowError as exc:
-            raise self._no_run_error(when, MAXYEAR) from exc
-        year, month, day, hour, minute = (
-            start.year,
-            start.month,
-            start.day,
-            start.hour,
-            start.minute,
-        )
-        last_year = min(year + _SEARCH_YEARS, MAXYEAR)
-        # Each step either returns or moves to the start of the next month, day or hour that
-        # may match; a value past its field's end (hour 24, month 13) rolls over on the next
-        # step, because no allowed value follows it.
-        while year <= last_year:
-            found = _next_in(self.months, month)
-            if found is None:
-                year, month, day, hour, minute = year + 1, 1, 1, 0, 0
+        # croniter gets a whole minute, naive and in UTC: its timestamps are floats, exact for
+        # whole seconds only, and a naive time keeps its time-zone handling out of the way.
+        start = _utc(when).replace(tzinfo=None, second=0, microsecond=0)
+        minutes, hours, months = _listed(self.minutes), _listed(self.hours), _listed(self.months)
+        days_of_month, days_of_week = _listed(self.days_of_month), _listed(self.days_of_week)
+        # Either day: the earlier of one search by the day of the month and one by the day of
+        # the week. croniter's day_or does the same, but by its own rule of when both fields
+        # are restricted, and it gives up on both when one of them runs past the year 9999.
+        if self.either_day:
+            days = [(days_of_month, "*"), ("*", days_of_week)]
+        else:
+            days = [(days_of_month, days_of_week)]
+        runs: list[datetime] = []
+        for day_of_month, day_of_week in days:
+            search = croniter(
+                f"{minutes} {hours} {day_of_month} {months} {day_of_week}",
+                start,
+                ret_type=datetime,
+                day_or=False,
+                max_years_between_matches=_SEARCH_YEARS,
+            )
+            try:
+                runs.append(search.get_next())
+            except (OverflowError, ValueError):  # past the year 9999, or no run found
                 continue
-            if found != month:
-                month, day, hour, minute = found, 1, 0, 0
-            month_days = calendar.monthrange(year, month)[1]
-            while day <= month_days and not self._day_matches(year, month, day):
-                day, hour, minute = day + 1, 0, 0
-            if day > month_days:
-                month, day, hour, minute = month + 1, 1, 0, 0
-                continue
-            found = _next_in(self.hours, hour)
-            if found is None:
-                day, hour, minute = day + 1, 0, 0
-                continue
-            if found != hour:
-                hour, minute = found, 0
-            found = _next_in(self.minutes, minute)
-            if found is None:
-                hour, minute = hour + 1, 0
-                continue
-            return datetime(year, month, day, hour, found, tzinfo=UTC)
-        raise self._no_run_error(when, last_year)
-
-    def _day_matches(self, year: int, month: int, day: int) -> bool:
-        in_month = day in self.days_of_month
-        in_week = (date(year, month, day).weekday() + 1) % 7 in self.days_of_week
-        return (in_month or in_week) if self.either_day else (in_month and in_week)
-
-    def _no_run_error(self, when: datetime, last_year: int) -> InvalidArgumentError:
-        return InvalidArgumentError(
-            f"cron schedule {self.text!r}: no run after {when.isoformat()} "
-            f"up to the end of the year {last_year}"
-        )
+        if not runs:
+            raise InvalidArgumentError(
+                f"cron schedule {self.text!r}: no run after {when.isoformat()} "
+                f"up to the end of the year {min(start.year + _SEARCH_YEARS, MAXYEAR)}"
+            )
+        return min(runs).replace(tzinfo=UTC)
 
 
 def _utc(when: datetime) -> datetime:
@@ -230,14 +222,17 @@ def _utc(when: datetime) -> datetime:
     return when.astimezone(UTC)
 
 
-def _next_in(values: tuple[int, ...], start: int) -> int | None:
-    """The smallest of ascending ``values`` at or above ``start``, if any."""
-    index = bisect_left(values, start)
-    return values[index] if index < len(values) else None
+def _listed(values: tuple[int, ...]) -> str:
+    """A field for croniter: its values as a plain list, which croniter reads as robfig does."""
+    return ",".join(map(str, values))
 
 
 def _parse_field(text: str, field: _Field) -> tuple[tuple[int, ...], bool]:
-    """The values ``text`` stands for, and whether it is unrestricted (``*`` or ``?``)."""
+    """The values ``text`` stands for, and whether it is unrestricted (``*`` or ``?``).
+
+    Only robfig's grammar gets through: ``L``, ``W``, ``#``, ``H`` and ``R`` are not numbers,
+    and a range must not end before it starts.
+    """
     values: set[int] = set()
     unrestricted = False
     for item in text.split(","):

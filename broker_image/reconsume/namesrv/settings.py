@@ -1,21 +1,52 @@
-"""Settings of the name server."""
+"""Settings of the name server.
+
+A field with a ``flag`` in its metadata is also a flag of ``reconsume namesrv``
+(:mod:`reconsume.flags`), whose help shows the default given here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ipaddress
+from dataclasses import dataclass, field
 
 from reconsume.errors import InvalidArgumentError
+from reconsume.flags import flag
+from reconsume.message.address import HostAddress
+
+
+def _listen_flag(text: str) -> tuple[str, int]:
+    """``--listen host:port`` as ``(listen_host, listen_port)``."""
+    address = HostAddress.parse(text)
+    return str(ipaddress.ip_address(address.ip)), address.port
+
+
+def _host_port(host: object, port: object) -> str:
+    return f"{host}:{port}"
 
 
 @dataclass(frozen=True, slots=True)
 class NamesrvSettings:
-    listen_host: str = "127.0.0.1"
+    listen_host: str = field(
+        default="127.0.0.1",
+        metadata=flag(
+            "--listen",
+            "host:port to listen on; port 0: any free one",
+            parse=_listen_flag,
+            sets=("listen_host", "listen_port"),
+            show=_host_port,
+        ),
+    )
     """Address to listen on."""
     listen_port: int = 9876
     """TCP port (0 picks a free one)."""
-    broker_expiry_s: float = 120.0
+    broker_expiry_s: float = field(
+        default=120.0,
+        metadata=flag("--broker-expiry-s", "drop a broker not heard from for this many seconds"),
+    )
     """A broker not heard from for this many seconds is dropped from routes."""
-    scan_interval_s: float = 10.0
+    scan_interval_s: float = field(
+        default=10.0, metadata=flag("--scan-interval-s", "seconds between expiry scans")
+    )
     """Seconds between scans for expired brokers."""
 
     def __post_init__(self) -> None:

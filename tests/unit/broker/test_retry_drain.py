@@ -5,7 +5,6 @@ group's committed offsets reach the end of the removed queues."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from reconsume.message.configs import PERM_READ_WRITE, SubscriptionGroupConfig, 
 from reconsume.message.names import retry_topic
 from reconsume.store import MessageStore, PutRequest, StoreSettings
 from reconsume.store.tables import consumer_offset_key
+from tests.polling import eventually_async
 
 GROUP = "g"
 RETRY = retry_topic(GROUP)
@@ -154,10 +154,9 @@ def test_the_periodic_check_lowers_the_read_count_and_stops(store: MessageStore)
         drain.start()
         try:
             store.consumer_offsets.set(KEY, 1, 1)
-            deadline = time.monotonic() + 5
-            while counts(context) != (1, 1):
-                assert time.monotonic() < deadline, "read count not lowered within 5 s"
-                await asyncio.sleep(0.01)  # polling the stored config, with a deadline
+            await eventually_async(
+                lambda: counts(context) == (1, 1), 5, "read count lowered", interval_s=0.01
+            )
         finally:
             await drain.stop()
         return counts(context)

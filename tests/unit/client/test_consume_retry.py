@@ -5,7 +5,6 @@ broadcasting drops; orderly pauses are clamped; retry sends carry their state in
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +21,7 @@ from reconsume.client.stats import ConsumerStats
 from reconsume.errors import InvalidArgumentError
 from reconsume.message import properties as props
 from reconsume.message.model import StoredMessage
+from tests.polling import eventually_async
 from tests.unit.client._helpers import QUEUE, at
 
 
@@ -73,10 +73,13 @@ def run_service(
                 local_retry_delay_s=0.01,
             )
             service.submit(messages, pq)
-            deadline = time.monotonic() + 5
-            while not done(service.stats):
-                assert time.monotonic() < deadline, seen
-                await asyncio.sleep(0.005)  # polling the service's counters, with a deadline
+            await eventually_async(
+                lambda: done(service.stats),
+                5,
+                "done(service.stats)",
+                interval_s=0.005,
+                detail=lambda: f"deliveries (offset, reconsume times): {seen}",
+            )
             await service.drain(1)
         return service
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ from reconsume.message.model import StoredMessage
 from reconsume.message.names import SCHEDULE_TOPIC
 from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
 
+from ...polling import eventually_async
 from ..store._helpers import small_settings
 
 LEVELS = DelayLevels((40, 80))
@@ -68,16 +69,11 @@ class Broker:
         return [decode_record(record) for record in result.records]
 
 
-async def until(probe: Callable[[], bool | Awaitable[bool]], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if not isinstance(value, bool):
-            value = await value
-        if value:
-            return
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
+async def until(probe: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    """:func:`eventually_async` at the pace of these tests: due times here are tens of
+    milliseconds apart, so it looks every 5 ms, and a service that has not delivered within
+    5 s is stuck rather than slow."""
+    await eventually_async(probe, timeout_s, interval_s=0.005)
 
 
 def origin_record(store: MessageStore, copy: StoredMessage) -> StoredMessage:

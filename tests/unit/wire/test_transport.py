@@ -21,6 +21,7 @@ from reconsume.wire.codes import RequestCode, ResponseCode, SerializeType
 from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
 from reconsume.wire.frame import MAX_FRAME_BYTES, decode_frame, encode_frame
 from reconsume.wire.transport import Connection, Dispatcher, RemotingClient, RemotingServer
+from tests.polling import eventually_async
 from tests.unit.wire.test_frame_golden import frame_of
 
 ECHO = RequestCode.HEART_BEAT
@@ -31,16 +32,6 @@ KINDS = pytest.mark.parametrize("kind", list(SerializeType), ids=lambda k: k.nam
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(asyncio.wait_for(coro, 30))
-
-
-async def eventually(condition: Callable[[], bool], what: str = "condition") -> None:
-    """Poll ``condition`` until it holds or the deadline passes."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"{what} not reached within {DEADLINE_S}s")
-        await asyncio.sleep(0.005)
 
 
 def echo(request: RemotingCommand, connection: Connection) -> RemotingCommand:
@@ -292,7 +283,9 @@ def test_bad_frame_closes_only_its_connection(
             async with raw(address) as (reader, writer):
                 writer.write(data)
                 assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
-            await eventually(lambda: len(server.connections) == 1, "bad connection dropped")
+            await eventually_async(
+                lambda: len(server.connections) == 1, DEADLINE_S, "bad connection dropped"
+            )
             response = await bystander.invoke(address, RemotingCommand.request(ECHO, body=b"z"))
             assert response.body == b"z"
             await assert_still_serving(address)
@@ -313,7 +306,7 @@ def test_truncated_frame_then_close() -> None:
                 writer.write_eof()
                 # the server gives up on the half frame: no answer, just the end of stream
                 assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
-            await eventually(lambda: not server.connections, "connection dropped")
+            await eventually_async(lambda: not server.connections, DEADLINE_S, "connection dropped")
             await assert_still_serving(address)
 
     run(main())
@@ -358,7 +351,7 @@ def test_oneway_request_gets_no_response(kind: SerializeType) -> None:
                 assert seen[0].is_oneway
             async with client() as remoting:
                 await remoting.send_oneway(address, RemotingCommand.request(SLOW, oneway=True))
-                await eventually(lambda: len(seen) == 2, "oneway request handled")
+                await eventually_async(lambda: len(seen) == 2, DEADLINE_S, "oneway request handled")
 
     run(main())
 
@@ -450,10 +443,12 @@ def test_answer_after_the_peer_left_is_dropped_quietly() -> None:
         async with serving(dispatcher) as (server, address):
             async with raw(address) as (_reader, writer):
                 writer.write(encode_frame(RemotingCommand.request(SLOW)))
-                await eventually(lambda: bool(connections), "request handled")
-            await eventually(lambda: not server.connections, "client gone")
+                await eventually_async(lambda: bool(connections), DEADLINE_S, "request handled")
+            await eventually_async(lambda: not server.connections, DEADLINE_S, "client gone")
             gate.set()
-            await eventually(lambda: not connections[0]._tasks, "handler finished")
+            await eventually_async(
+                lambda: not connections[0]._tasks, DEADLINE_S, "handler finished"
+            )
             gc.collect()
         assert reported == []
 
@@ -506,7 +501,7 @@ def test_server_invokes_the_client_on_its_connection(kind: SerializeType) -> Non
                     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "g1"}, oneway=True
                 )
             )
-            await eventually(lambda: len(notified) == 1, "notification handled")
+            await eventually_async(lambda: len(notified) == 1, DEADLINE_S, "notification handled")
             # and the client's own requests still work alongside
             echo_back = await c.invoke(address, RemotingCommand.request(ECHO, body=b"ok"))
             assert echo_back.body == b"ko"
