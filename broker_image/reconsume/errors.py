@@ -26,6 +26,7 @@
         ├── StoreCorruptionError      a file is damaged beyond what recovery repairs
         ├── TableError                a persisted table (configs, offsets) cannot be read
         ├── ReplicationError          replicated bytes that do not continue this log
+        ├── ReplicaUnavailableError   no replica in sync for a Sync-replicated write
         └── NotMasterError            an append to a store that is a replica
 
 Third-party and OS exceptions are translated where they enter (``raise ... from exc``) when
@@ -131,6 +132,10 @@ class TableError(StoreError):
 class ReplicationError(StoreError):
     """Bytes from a replication peer that do not continue this log (a gap, a damaged or
     misplaced record, an offset outside the log, a stale epoch)."""
+
+
+class ReplicaUnavailableError(StoreError):
+    """No replica is in sync: a Sync-replicated write is on the master only."""
 
 
 class NotMasterError(StoreError):

@@ -19,6 +19,7 @@ from typing import Any
 from reconsume.broker.consumers import ConsumerRegistry
 from reconsume.broker.locks import LockTable
 from reconsume.broker.longpoll import PullWaiters
+from reconsume.broker.replicas import ReplicaSet
 from reconsume.broker.retry_drain import RetryDrain
 from reconsume.broker.settings import BrokerSettings
 from reconsume.broker.stats import BrokerStats
@@ -28,7 +29,7 @@ from reconsume.engine.retry_message import mark_dead_letter, origin_message_id, 
 from reconsume.engine.retry_queues import resized_retry_topic, updated_retry_topic, writable_queue
 from reconsume.engine.schedule import ScheduleService
 from reconsume.engine.timer import TimerService
-from reconsume.errors import StoreError
+from reconsume.errors import ReplicaUnavailableError, StoreError
 from reconsume.message.address import HostAddress
 from reconsume.message.configs import (
     PERM_INHERIT,
@@ -44,11 +45,15 @@ from reconsume.message.names import (
     is_retry_topic,
     retry_topic,
 )
-from reconsume.store import MessageStore, PutRequest, PutResult
+from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
 from reconsume.store.requests import TagsCode, default_tags_code
 from reconsume.wire.codes import ResponseCode
 
 log = logging.getLogger(__name__)
+
+
+def _nothing() -> None:
+    pass
 
 
 class BrokerContext:
@@ -86,6 +91,10 @@ class BrokerContext:
         self.retry_drain = RetryDrain(store, self.put_topic)
         """Lowers the read queues of retry topics once the removed ones are drained; the
         server starts and stops its periodic check."""
+        self.replicas: ReplicaSet | None = None
+        """A master's replicas (set when it serves them)."""
+        self.log_grew: Callable[[], None] = _nothing
+        """Told after every append (a master's held replication requests answer at once)."""
 
     # ------------------------------------------------------------------ topics
     def topic(self, name: str) -> TopicConfig | None:
@@ -246,6 +255,7 @@ class BrokerContext:
                 if queue_id != request.queue_id:
                     request = replace(request, queue_id=queue_id)
         result = self.store.append(request)
+        self.log_grew()
         topic, queue_id = request.topic, request.queue_id
         if topic == SCHEDULE_TOPIC:
             self.schedule_appended(queue_id)
@@ -260,20 +270,41 @@ class BrokerContext:
             )
         return result
 
+    @property
+    def waits_for_storage(self) -> bool:
+        """Whether a write is answered only once it counts as stored (:meth:`durable`)."""
+        replicas = self.replicas
+        return self.store.settings.flush_mode is FlushMode.SYNC or (
+            replicas is not None and replicas.sync
+        )
+
     async def durable(self, result: PutResult) -> tuple[int, str]:
-        """Wait (under Sync flush) for the fsync covering ``result``: SUCCESS; or
-        FLUSH_DISK_TIMEOUT after ``sync_flush_timeout_ms`` (the message stays stored) or
-        SERVICE_NOT_AVAILABLE when the fsync failed, each with what happened."""
-        durable = asyncio.wrap_future(self.store.durable(result.end_offset))
+        """Wait until ``result`` counts as stored: under Sync flush its fsync, under Sync
+        replication every in-sync replica. SUCCESS; or FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT
+        after ``sync_flush_timeout_ms`` (the message stays stored), SLAVE_NOT_AVAILABLE with no
+        replica in sync, SERVICE_NOT_AVAILABLE when the fsync failed, each with what happened."""
         timeout_s = self.settings.sync_flush_timeout_ms / 1000
-        try:
-            await asyncio.wait_for(asyncio.shield(durable), timeout_s)
-        except TimeoutError:
-            log.warning("fsync did not complete within %gs", timeout_s)
-            return ResponseCode.FLUSH_DISK_TIMEOUT, "FLUSH_DISK_TIMEOUT"
-        except StoreError as exc:
-            log.warning("fsync failed: %s", exc)
-            return ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)
+        if self.store.settings.flush_mode is FlushMode.SYNC:
+            durable = asyncio.wrap_future(self.store.durable(result.end_offset))
+            try:
+                await asyncio.wait_for(asyncio.shield(durable), timeout_s)
+            except TimeoutError:
+                log.warning("fsync did not complete within %gs", timeout_s)
+                return ResponseCode.FLUSH_DISK_TIMEOUT, "FLUSH_DISK_TIMEOUT"
+            except StoreError as exc:
+                log.warning("fsync failed: %s", exc)
+                return ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)
+        replicas = self.replicas
+        if replicas is not None and replicas.sync:
+            replicated = asyncio.wrap_future(replicas.gate(result.end_offset))
+            try:
+                await asyncio.wait_for(asyncio.shield(replicated), timeout_s)
+            except TimeoutError:
+                return ResponseCode.FLUSH_SLAVE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"
+            except ReplicaUnavailableError as exc:
+                return ResponseCode.SLAVE_NOT_AVAILABLE, str(exc)
+            except StoreError as exc:
+                return ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)
         return ResponseCode.SUCCESS, ""
 
     def schedule_appended(self, queue_id: int) -> None:

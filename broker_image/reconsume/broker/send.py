@@ -44,7 +44,7 @@ from reconsume.message.names import (
     validate_topic,
 )
 from reconsume.message.sysflag import MULTI_TAGS, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
-from reconsume.store import FlushMode, PutRequest, PutResult
+from reconsume.store import PutRequest, PutResult
 from reconsume.wire.broker_headers import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
@@ -305,6 +305,7 @@ class SendProcessor:
             return _respond(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(exc))
         topic = requests[0].topic
         context = self.context
+        context.log_grew()
         context.stats.stored(topic, len(requests), sum(len(r.body) for r in requests))
         waiters = context.waiters
         if waiters.holding(topic, queue_id):  # tag codes only when a held pull may want them
@@ -318,7 +319,7 @@ class SendProcessor:
             context.schedule_appended(requests[0].queue_id)
         elif topic == TIMER_TOPIC:
             context.timer_appended()
-        if store.settings.flush_mode is FlushMode.SYNC:
+        if context.waits_for_storage:
             return self._answer_when_durable(request, results, queue_id)
         return self._answer(request, results, queue_id, ResponseCode.SUCCESS)
 

@@ -32,7 +32,7 @@ from reconsume.errors import InvalidArgumentError, StoreError
 from reconsume.message.configs import PERM_READ_WRITE, SubscriptionGroupConfig, is_writable
 from reconsume.message.decode import decode_record
 from reconsume.message.names import dead_letter_topic, retry_topic, validate_group
-from reconsume.store import FlushMode, PutResult
+from reconsume.store import PutResult
 from reconsume.wire.broker_headers import ConsumerSendMsgBackRequestHeader
 from reconsume.wire.codes import ResponseCode
 from reconsume.wire.command import RemotingCommand
@@ -116,7 +116,7 @@ class SendBackProcessor:
             log.warning("send-back of %s for %s failed: %s", original.msg_id, header.group, exc)
             return request.respond(ResponseCode.SYSTEM_ERROR, f"storing the retry failed: {exc}")
         origin = origin_topic(original.properties, original.topic)
-        if context.store.settings.flush_mode is FlushMode.SYNC:
+        if context.waits_for_storage:
             return self._when_durable(request, result, header.group, origin, decision)
         return self._succeeded(request, header.group, origin, decision)
 

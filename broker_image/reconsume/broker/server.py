@@ -35,6 +35,7 @@ from reconsume.broker.metrics import broker_registry
 from reconsume.broker.offsets import OffsetProcessor
 from reconsume.broker.pull import PullProcessor
 from reconsume.broker.registration import Registrar
+from reconsume.broker.roles import MasterRole, Role, role_for
 from reconsume.broker.runtime_info import BrokerInfoProcessor, Throughput
 from reconsume.broker.send import SendProcessor
 from reconsume.broker.send_back import SendBackProcessor
@@ -113,6 +114,7 @@ class Broker:
         self._schedule: ScheduleService | None = None
         self._timer: TimerService | None = None
         self._registrar: Registrar | None = None
+        self._role: Role | None = None
         self._registrations: Mapping[str, Sequence[int]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
         self._throughput: Throughput | None = None
@@ -223,27 +225,20 @@ class Broker:
             delays,
             topics_registered=registrar.registered,
         )
-        context.prepare_default_topic()
-        self._register_handlers(context)
-        schedule_settings = ScheduleSettings(
-            persist_interval_ms=settings.offset_persist_interval_ms
-        )
-        schedule = ScheduleService(store, delays, context.append, schedule_settings)
-        timer = TimerService(store, context.append, schedule_settings)
-        # One scan of the log for what both services delivered before a crash.
-        floors = [f for f in (schedule.scan_floor(), timer.scan_floor) if f is not None]
-        redelivered: set[int] = set()
-        if floors:
-            redelivered = await asyncio.to_thread(delivered_origins, store, min(floors))
-        await schedule.start(redelivered)
-        context.schedule = self._schedule = schedule
-        await timer.start(redelivered)
-        context.timer = self._timer = timer
+        role = self._role = role_for(context, settings)
+        master = isinstance(role, MasterRole)
+        if master:
+            context.prepare_default_topic()
+        self._register_handlers(context, role.handlers())
+        role.start(self.server)
+        if master:
+            await self._start_engine(context, store, delays)
         self.server.on_disconnect.append(context.consumers.connection_closed)
         await self.server.start_serving()
         self._context = context
         registrar.start()
-        context.retry_drain.start()
+        if master:
+            context.retry_drain.start()
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
             "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush)",
@@ -257,6 +252,25 @@ class Broker:
         )
         return self.address
 
+    async def _start_engine(
+        self, context: BrokerContext, store: MessageStore, delays: DelayLevels
+    ) -> None:
+        """A master's schedule and timer services, after one scan of the log for what both
+        delivered before a crash."""
+        schedule_settings = ScheduleSettings(
+            persist_interval_ms=self.settings.offset_persist_interval_ms
+        )
+        schedule = ScheduleService(store, delays, context.append, schedule_settings)
+        timer = TimerService(store, context.append, schedule_settings)
+        floors = [f for f in (schedule.scan_floor(), timer.scan_floor) if f is not None]
+        redelivered: set[int] = set()
+        if floors:
+            redelivered = await asyncio.to_thread(delivered_origins, store, min(floors))
+        await schedule.start(redelivered)
+        context.schedule = self._schedule = schedule
+        await timer.start(redelivered)
+        context.timer = self._timer = timer
+
     def _topic_wrapper(self) -> dict[str, Any]:
         """``TopicConfigSerializeWrapper``: the topic table and its data version."""
         context = self.context
@@ -267,7 +281,7 @@ class Broker:
             "dataVersion": context.topic_data_version(),
         }
 
-    def _register_handlers(self, context: BrokerContext) -> None:
+    def _register_handlers(self, context: BrokerContext, role: Mapping[int, Handler]) -> None:
         send = SendProcessor(context)
         send_back = SendBackProcessor(context)
         pull = PullProcessor(context)
@@ -306,6 +320,7 @@ class Broker:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: admin_stats.connections,
             RequestCode.GET_BROKER_RUNTIME_INFO: info.runtime_info,
             RequestCode.GET_BROKER_CONFIG: info.broker_config,
+            **role,
         }
         for code, handler in handlers.items():
             self.dispatcher.register(code, guarded(handler))
@@ -336,6 +351,9 @@ class Broker:
             await self._registrar.close()
             self._registrar = None
         await self.server.stop()
+        if self._role is not None:
+            await self._role.stop()
+            self._role = None
         if self._context is not None:
             await self._context.retry_drain.stop()
         if self._schedule is not None:

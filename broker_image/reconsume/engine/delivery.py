@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.schedule_stats import ScheduleStats
 from reconsume.engine.scheduled import restore
-from reconsume.errors import CodecError, InvalidArgumentError, StoreError
+from reconsume.errors import CodecError, InvalidArgumentError, ReplicaUnavailableError, StoreError
 from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
 
 log = logging.getLogger(__name__)
@@ -148,14 +148,19 @@ class DeliveryService:
     def _when_durable(
         self, end_offset: int, key: int, confirm: Callable[[], None]
     ) -> asyncio.Future[None]:
-        """``confirm`` once the log is durable up to ``end_offset``; the future waited on. The
-        worker does not wait for the fsync: the next due entry must not be late by it."""
-        durable = asyncio.wrap_future(self.store.durable(end_offset))
+        """``confirm`` once the log counts as stored up to ``end_offset`` (durable, and on the
+        in-sync replicas under Sync replication); the future waited on. The worker does not
+        wait for it: the next due entry must not be late by an fsync or a replica."""
+        durable = asyncio.wrap_future(self.store.stored(end_offset))
 
         def done(future: asyncio.Future[None]) -> None:
             if future.cancelled():
                 return
             failure = future.exception()
+            if isinstance(failure, ReplicaUnavailableError):
+                # Stored here only: left unconfirmed, so a new master delivers them again
+                # (a duplicate, never a loss). Counted by the replica set, not logged each.
+                return
             if failure is not None:
                 # The store turned read-only: these stay unconfirmed, so a restart (on
                 # healthy storage) delivers them again.

@@ -1,18 +1,20 @@
 """Files replaced atomically: write a temp file, fsync, keep the old one as ``.bak``, rename.
 
 A reader falls back to the ``.bak`` copy when the main file is missing or unreadable, so a
-crash at any point leaves either the new or the previous content, never a torn file.
+crash at any point leaves either the new or the previous content, never a torn file. Also the
+store directory's lock, the other file-level guarantee the store relies on.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from reconsume.errors import TableError
+from reconsume.errors import StoreError, TableError
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +88,17 @@ def read_json(path: Path) -> Any | None:
     if errors:
         raise TableError(f"cannot read {path} or its backup: {'; '.join(errors)}")
     return None
+
+
+def lock_directory(root: Path) -> int:
+    """Hold ``root`` for this process (released when the descriptor is closed); a second
+    process opening the same store is refused instead of corrupting it."""
+    fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise StoreError(f"store directory {root} is in use by another process") from exc
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd

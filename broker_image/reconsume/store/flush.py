@@ -8,10 +8,11 @@ during one fsync, the next fsync covers them all.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 
 from reconsume.errors import StoreError
 
@@ -100,3 +101,30 @@ class GroupCommit:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+
+def all_done(futures: list[Future[None]]) -> Future[None]:
+    """A future done when every one of ``futures`` is, failing with the first failure."""
+    combined: Future[None] = Future()
+    remaining = [len(futures)]
+    lock = threading.Lock()
+
+    def done(future: Future[None]) -> None:
+        error = future.exception()
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if combined.done():
+            return
+        if error is not None:
+            with contextlib.suppress(InvalidStateError):
+                combined.set_exception(error)
+        elif last:
+            with contextlib.suppress(InvalidStateError):
+                combined.set_result(None)
+
+    if not futures:
+        combined.set_result(None)
+    for future in futures:
+        future.add_done_callback(done)
+    return combined

@@ -34,6 +34,9 @@ from reconsume.store.requests import TagsCode
 
 _SIZE_MAGIC = struct.Struct(">ii")
 
+Appended = dict[tuple[str, int], list[int]]
+"""Tag codes of the records an :meth:`LogReplica.apply` indexed, by (topic, queue id)."""
+
 
 def read_log(commitlog: CommitLog, offset: int, max_bytes: int) -> bytes:
     """Up to ``max_bytes`` of the log from ``offset``, within one segment and below the write
@@ -98,8 +101,9 @@ class LogReplica:
                 f"store's {self._commitlog.segment_bytes}: both must use the same size"
             )
 
-    def apply(self, offset: int, data: bytes) -> int:
-        """Append the master's bytes that start at ``offset``; returns :attr:`received_offset`.
+    def apply(self, offset: int, data: bytes) -> Appended:
+        """Append the master's bytes that start at ``offset``; returns the tag codes appended
+        per (topic, queue id), for long polling to wake held pulls.
 
         ``offset`` must be where this log ends (:attr:`received_offset`). Whole records are
         written and indexed; a record cut by the end of ``data`` waits for the next call."""
@@ -110,16 +114,17 @@ class LogReplica:
                     f"replicated bytes start at offset {offset}, this log continues at {expected}"
                 )
             buffer = bytes(self._pending) + data if self._pending else data
+            appended: Appended = {}
             try:
-                used = self._write_records(buffer)
+                used = self._write_records(buffer, appended)
             except ReplicationError:
                 # the records before the bad one are written; the peer resumes after them
                 self._pending.clear()
                 raise
             self._pending = bytearray(buffer[used:])
-            return self.received_offset
+            return appended
 
-    def _write_records(self, buffer: bytes) -> int:
+    def _write_records(self, buffer: bytes, appended: Appended) -> int:
         """Write the whole records at the start of ``buffer``; returns the bytes used."""
         commitlog = self._commitlog
         pos = commitlog.write_offset
@@ -169,7 +174,9 @@ class LogReplica:
             segment.mm[local : local + total] = buffer[used : used + total]
             pos += total
             commitlog.write_offset = pos
-            queue.append(pos - total, total, self._tags_code(topic, properties, store_ts))
+            tag_code = self._tags_code(topic, properties, store_ts)
+            queue.append(pos - total, total, tag_code)
+            appended.setdefault((topic, queue_id), []).append(tag_code)
             used += total
         return used
 

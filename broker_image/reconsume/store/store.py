@@ -10,12 +10,11 @@ copies of whole records.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
 import os
 import threading
 import time
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from struct import Struct
@@ -26,7 +25,6 @@ from reconsume.errors import (
     MessageTooLargeError,
     NotMasterError,
     StoreClosedError,
-    StoreError,
 )
 from reconsume.message.address import HostAddress
 from reconsume.message.codec import (
@@ -39,11 +37,13 @@ from reconsume.message.codec import (
 from reconsume.message.names import validate_topic
 from reconsume.message.sysflag import HOST_V6_MASK
 from reconsume.store import reads
+from reconsume.store.atomic import lock_directory
 from reconsume.store.checkpoint import Checkpoint
 from reconsume.store.commitlog import CommitLog
 from reconsume.store.consume_queue import Entry
 from reconsume.store.durability import Durability
 from reconsume.store.epochs import EpochHistory
+from reconsume.store.flush import all_done
 from reconsume.store.maintenance import Background
 from reconsume.store.queue_table import QueueTable
 from reconsume.store.recovery import recover_store
@@ -76,7 +76,7 @@ class MessageStore:
         self.root = Path(root)
         self.settings = settings or StoreSettings()
         self.root.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = _lock_directory(self.root)
+        self._lock_fd = lock_directory(self.root)
         self._lock = threading.RLock()
         self._closed = False
         self.store_host = store_host
@@ -87,6 +87,8 @@ class MessageStore:
         """Topics appended to (validated), with their UTF-8 bytes."""
         self.is_replica = False
         """Set while the broker follows a master: the log grows only by :attr:`replica`."""
+        self.replicated: Callable[[int], Future[None]] | None = None
+        """Set by a master with Sync replication: when an offset counts as on its replicas."""
         try:
             self._open(background)
         except BaseException:
@@ -243,6 +245,14 @@ class MessageStore:
             self.durability.flush_commit_log()  # no flush thread: flush here
         return future
 
+    def stored(self, end_offset: int) -> Future[None]:
+        """A future done once every byte below ``end_offset`` counts as stored: durable here
+        and, with :attr:`replicated` set, on the replicas."""
+        durable = self.durable(end_offset)
+        if self.replicated is None:
+            return durable
+        return all_done([durable, self.replicated(end_offset)])
+
     def put(self, request: PutRequest, timeout_s: float | None = None) -> PutResult:
         """Append; under Sync flush return only after the covering fsync."""
         result = self.append(request)
@@ -387,15 +397,3 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _lock_directory(root: Path) -> int:
-    fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
-        os.close(fd)
-        raise StoreError(f"store directory {root} is in use by another process") from exc
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
-    return fd

@@ -71,6 +71,18 @@ class ConfigTable(Generic[C]):
             self._save()
             return True
 
+    def replace(self, items: Mapping[str, C]) -> bool:
+        """Make the table hold exactly ``items`` (a replica following its master's table);
+        returns whether anything changed."""
+        with self._lock:
+            if {n: i.to_dict() for n, i in self._items.items()} == {
+                n: i.to_dict() for n, i in items.items()
+            }:
+                return False
+            self._items = dict(items)
+            self._save()
+            return True
+
     def _save(self) -> None:
         self.version += 1
         write_json(
@@ -109,6 +121,8 @@ class OffsetTable:
         call it; two writers would share the temp file)."""
         self._table: dict[str, dict[int, int]] = {}
         self._dirty = False
+        self.changes = 0
+        """Counts changes since the table was opened (a replica asks again when it moves)."""
         document = read_json(path)
         if document is None:
             return
@@ -132,11 +146,13 @@ class OffsetTable:
         with self._lock:
             self._table.setdefault(key, {})[queue_id] = offset
             self._dirty = True
+            self.changes += 1
 
     def remove(self, key: str) -> bool:
         with self._lock:
             found = self._table.pop(key, None) is not None
             self._dirty = self._dirty or found
+            self.changes += found
             return found
 
     def remove_where(self, predicate: Callable[[str], bool]) -> int:
@@ -145,7 +161,21 @@ class OffsetTable:
             for key in doomed:
                 del self._table[key]
             self._dirty = self._dirty or bool(doomed)
+            self.changes += len(doomed)
             return len(doomed)
+
+    def snapshot(self) -> dict[str, dict[int, int]]:
+        with self._lock:
+            return {key: dict(queues) for key, queues in self._table.items()}
+
+    def replace(self, table: Mapping[str, Mapping[int, int]]) -> None:
+        """Hold exactly ``table`` (a replica following its master's offsets)."""
+        with self._lock:
+            fresh = {key: dict(queues) for key, queues in table.items()}
+            if fresh != self._table:
+                self._table = fresh
+                self._dirty = True
+                self.changes += 1
 
     def persist(self, *, force: bool = False) -> bool:
         """Write the table if it changed (or ``force``); returns whether it wrote. Writes are

@@ -100,6 +100,10 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     # reconsume's own admin extensions live above RocketMQ's range.
     GET_GROUP_RETRY_STATS = 1100
+    # Replication between the brokers of one broker name (no RocketMQ client sends these).
+    REPLICA_HANDSHAKE = 1200
+    REPLICATE_LOG = 1201
+    REPLICA_METADATA = 1202
 
 
 class ResponseCode(IntEnum):

@@ -1,0 +1,185 @@
+"""A master's view of its replicas: how far each has durably stored the log, which are in sync,
+and the gate a write passes under Sync replication.
+
+A replica is **in sync** while it has held everything the master had at some moment within
+the last ``lag_max_s`` seconds (Kafka's ``replica.lag.time.max.ms``; Apache RocketMQ 5's
+``haMaxTimeSlaveNotCatchup``): a replica streaming behind a burst stays in the set, one that
+stopped asking or cannot keep up leaves it. Under Sync replication a write counts as stored
+once **every** in-sync replica has acknowledged it (:meth:`ReplicaSet.gate`), so any in-sync
+replica holds every acknowledged write and may take over without losing one. With no replica
+in sync a write is refused as Apache RocketMQ refuses it (``SLAVE_NOT_AVAILABLE``), unless
+``accept_alone`` is set; then it is counted (:attr:`ReplicaSet.stored_alone_total`).
+
+Everything here runs on the broker's event loop; the gate's futures are
+:class:`concurrent.futures.Future` so that the store's and the engine's waiters can share them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from reconsume.errors import ReplicaUnavailableError, StoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """One replica as its requests show it."""
+
+    replica_id: str
+    address: str
+    acked: int = 0
+    """Commit-log offset below which the replica has stored everything (durably under Sync
+    flush)."""
+    requested: int = 0
+    """Where its last request asked the stream to continue."""
+    last_seen_s: float = 0.0
+    caught_up_s: float | None = None
+    """When the master last knew the replica held everything the master had."""
+    sent_end: int = -1
+    sent_end_s: float = 0.0
+    """The master's log end when it last answered with everything up to it, and when."""
+    in_sync: bool = False
+
+
+class ReplicaSet:
+    """The replicas of one master and the waiters of Sync replication."""
+
+    def __init__(
+        self,
+        *,
+        log_end: Callable[[], int],
+        sync: bool,
+        lag_max_s: float,
+        accept_alone: bool,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self._log_end = log_end
+        self.sync = sync
+        self.lag_max_s = lag_max_s
+        self.accept_alone = accept_alone
+        self._on_change = on_change
+        self.replicas: dict[str, ReplicaState] = {}
+        self._waiters: list[tuple[int, int, Future[None]]] = []
+        self._seq = itertools.count()
+        self.stored_alone_total = 0
+        """Writes confirmed with no replica in sync (``accept_alone``)."""
+        self.refused_total = 0
+        """Writes answered SLAVE_NOT_AVAILABLE."""
+
+    # ------------------------------------------------------------------ replicas
+    def seen(self, replica_id: str, address: str, requested: int, acked: int, now_s: float) -> None:
+        """A replica asked for the log from ``requested`` having stored it below ``acked``."""
+        state = self.replicas.get(replica_id)
+        if state is None:
+            state = self.replicas[replica_id] = ReplicaState(replica_id, address)
+            log.info("replica %s (%s) connected at offset %d", replica_id, address, requested)
+        state.address = address
+        state.requested = requested
+        state.acked = acked
+        state.last_seen_s = now_s
+        if acked >= self._log_end():
+            state.caught_up_s = now_s
+        elif state.sent_end >= 0 and acked >= state.sent_end:
+            state.caught_up_s = max(state.caught_up_s or 0.0, state.sent_end_s)
+        self._update(now_s)
+
+    def answered(self, replica_id: str, end: int, reached_end: bool, now_s: float) -> None:
+        """The master answered a replica with its log up to ``end`` (all of it, if
+        ``reached_end``)."""
+        state = self.replicas.get(replica_id)
+        if state is not None and reached_end:
+            state.sent_end, state.sent_end_s = end, now_s
+
+    def forget(self, replica_id: str, now_s: float) -> None:
+        """A replica is gone (its connection closed): it leaves the in-sync set at once."""
+        if self.replicas.pop(replica_id, None) is not None:
+            log.info("replica %s disconnected", replica_id)
+            self._update(now_s)
+
+    def tick(self, now_s: float) -> None:
+        """Re-judge who is in sync (called periodically: silence must count too)."""
+        self._update(now_s)
+
+    def _update(self, now_s: float) -> None:
+        changed = False
+        for state in self.replicas.values():
+            in_sync = state.caught_up_s is not None and now_s - state.caught_up_s <= self.lag_max_s
+            if in_sync != state.in_sync:
+                state.in_sync = in_sync
+                changed = True
+                log.info(
+                    "replica %s %s the in-sync set (stored up to %d, log end %d)",
+                    state.replica_id,
+                    "joined" if in_sync else "left",
+                    state.acked,
+                    self._log_end(),
+                )
+        self._release()
+        if changed and self._on_change is not None:
+            self._on_change()
+
+    @property
+    def in_sync(self) -> list[ReplicaState]:
+        return [state for state in self.replicas.values() if state.in_sync]
+
+    def lag_bytes(self, replica_id: str) -> int:
+        state = self.replicas.get(replica_id)
+        return 0 if state is None else max(self._log_end() - state.acked, 0)
+
+    # ------------------------------------------------------------------ the gate
+    def gate(self, end_offset: int) -> Future[None]:
+        """A future done once ``end_offset`` counts as stored on the replicas: at once without
+        Sync replication; when every in-sync replica acknowledged it; failing with
+        :class:`ReplicaUnavailableError` when none is in sync (unless ``accept_alone``)."""
+        future: Future[None] = Future()
+        if not self.sync:
+            future.set_result(None)
+            return future
+        in_sync = self.in_sync
+        if not in_sync:
+            self._alone(future)
+        elif min(state.acked for state in in_sync) >= end_offset:
+            future.set_result(None)
+        else:
+            heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
+        return future
+
+    def _alone(self, future: Future[None]) -> None:
+        if self.accept_alone:
+            self.stored_alone_total += 1
+            future.set_result(None)
+        else:
+            self.refused_total += 1
+            future.set_exception(
+                ReplicaUnavailableError("no replica is in sync: the write is on the master only")
+            )
+
+    def _release(self) -> None:
+        if not self._waiters:
+            return
+        in_sync = self.in_sync
+        if not in_sync:
+            waiters, self._waiters = self._waiters, []
+            for _offset, _seq, future in waiters:
+                if not future.done():
+                    self._alone(future)
+            return
+        floor = min(state.acked for state in in_sync)
+        while self._waiters and self._waiters[0][0] <= floor:
+            future = heapq.heappop(self._waiters)[2]
+            if not future.done():
+                future.set_result(None)
+
+    def close(self) -> None:
+        """Fail what still waits (the broker stops or stops being master)."""
+        waiters, self._waiters = self._waiters, []
+        for _offset, _seq, future in waiters:
+            if not future.done():
+                future.set_exception(StoreError("the broker stopped being master"))

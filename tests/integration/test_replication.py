@@ -1,0 +1,177 @@
+"""A master and its replica as real processes: the replica holds the master's log byte for byte
+and its metadata; under Sync replication a send is answered only once the replica has stored
+it, and with the replica gone it is answered SLAVE_NOT_AVAILABLE; the replica refuses writes of
+its own; bad replication requests are refused and change nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconsume.client.admin import AdminClient
+from reconsume.client.producer import Producer
+from reconsume.errors import ResponseError
+from reconsume.message.model import Message
+from reconsume.store import MessageStore
+from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.transport import RemotingClient
+
+from ..polling import eventually_async
+from ..unit.store._helpers import check_consistency
+from .cluster import start_broker
+from .processes import ServerProcess, start_server
+
+NAME = "replicated"
+
+
+@pytest.fixture
+def namesrv() -> Iterator[ServerProcess]:
+    process = start_server("namesrv", "--listen", "127.0.0.1:0")
+    yield process
+    process.stop()
+
+
+def start_master(namesrv: ServerProcess, store: Path, *extra: str) -> ServerProcess:
+    return start_broker(
+        namesrv.address, NAME, store, extra=("--replication", "Sync", "--replica-lag-max-ms",
+                                             "1000", *extra)
+    )  # fmt: skip
+
+
+def start_replica(namesrv: ServerProcess, store: Path, master: ServerProcess) -> ServerProcess:
+    return start_broker(
+        namesrv.address, NAME, store, extra=("--broker-id", "1", "--master", master.address)
+    )
+
+
+async def registered(namesrv: ServerProcess, addresses: dict[int, str]) -> None:
+    async def probe() -> bool:
+        async with AdminClient([namesrv.address]) as admin:
+            return any(b.name == NAME and b.addresses == addresses for b in await admin.brokers())
+
+    await eventually_async(probe, 20, f"{NAME} registered as {addresses}")
+
+
+async def send(namesrv: ServerProcess, count: int, tag: str) -> list[str]:
+    async with Producer([namesrv.address], retries=0) as producer:
+        return [
+            (await producer.send(Message("orders", f"{tag}-{i}".encode()))).offset_msg_id
+            for i in range(count)
+        ]
+
+
+def log_bytes(store: MessageStore) -> bytes:
+    out, offset = bytearray(), store.commitlog.min_offset
+    while offset < store.commitlog.write_offset:
+        chunk = store.read_log(offset, 1 << 20)
+        out += chunk
+        offset += len(chunk)
+    return bytes(out)
+
+
+def test_a_replica_holds_the_masters_log_and_sync_sends_wait_for_it(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    master = start_master(namesrv, tmp_path / "master")
+    replica = start_replica(namesrv, tmp_path / "replica", master)
+    try:
+        asyncio.run(registered(namesrv, {0: master.address, 1: replica.address}))
+        sent = asyncio.run(send(namesrv, 200, "first"))
+        assert len(set(sent)) == 200
+
+        replica.kill()  # the only replica: a Sync send can no longer count as stored
+
+        async def refused() -> str:
+            async with Producer([namesrv.address], retries=0) as producer:
+                with pytest.raises(ResponseError) as caught:
+                    await producer.send(Message("orders", b"alone"))
+                return str(caught.value)
+
+        assert "(code 11)" in asyncio.run(refused())  # SLAVE_NOT_AVAILABLE
+        replica = start_replica(namesrv, tmp_path / "replica", master)  # catches up, in sync
+
+        async def accepted() -> bool:
+            try:
+                await send(namesrv, 1, "again")
+            except ResponseError:
+                return False
+            return True
+
+        asyncio.run(eventually_async(accepted, 20, "the restarted replica in sync"))
+        asyncio.run(send(namesrv, 100, "second"))
+    finally:
+        replica.stop()
+        master.stop()
+    with (
+        MessageStore(tmp_path / "master", background=False) as leader,
+        MessageStore(tmp_path / "replica", background=False) as follower,
+    ):
+        assert follower.commitlog.write_offset == leader.commitlog.write_offset
+        assert log_bytes(follower) == log_bytes(leader)
+        assert check_consistency(follower) == check_consistency(leader)
+        assert follower.topics.get("orders") == leader.topics.get("orders")
+        assert [e.epoch for e in follower.epochs.entries] == [
+            e.epoch for e in leader.epochs.entries
+        ]
+
+
+def test_a_replica_refuses_sends_and_bad_replication_requests_change_nothing(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    master = start_master(namesrv, tmp_path / "master", "--replication-accept-alone")
+    replica = start_replica(namesrv, tmp_path / "replica", master)
+
+    async def scenario() -> None:
+        await registered(namesrv, {0: master.address, 1: replica.address})
+        client = RemotingClient()
+        try:
+            send = RemotingCommand.request(
+                RequestCode.SEND_MESSAGE_V2,
+                {"a": "P", "b": "orders", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+                 "g": "0", "h": "0", "i": "", "j": "0", "k": "false"},
+                b"body",
+            )  # fmt: skip
+            answer = await client.invoke(replica.address, send)
+            assert answer.code == ResponseCode.SERVICE_NOT_AVAILABLE
+            assert "replica" in (answer.remark or "")
+            bad = [
+                RemotingCommand.request(RequestCode.REPLICATE_LOG, {"offset": "x"}),
+                RemotingCommand.request(RequestCode.REPLICA_HANDSHAKE, body=b"\xff garbage"),
+                RemotingCommand.request(
+                    RequestCode.REPLICA_HANDSHAKE,
+                    body=json.dumps(
+                        {
+                            "replicaId": "liar",
+                            "epochs": [[99, 0]],
+                            "end": 0,
+                            "segmentBytes": 67108864,
+                        }
+                    ).encode(),
+                ),
+                RemotingCommand.request(
+                    RequestCode.REPLICATE_LOG,
+                    {"replicaId": "x", "offset": str(1 << 40), "ackOffset": "0", "maxBytes": "9"},
+                ),
+            ]
+            answers = [await client.invoke(master.address, request) for request in bad]
+            assert [a.code for a in answers] == [ResponseCode.SYSTEM_ERROR] * len(bad)
+            assert "header field offset is 'x'" in (answers[0].remark or "")
+            assert "older than epoch 99" in (answers[2].remark or "")
+            assert "are not within this log" in (answers[3].remark or "")
+        finally:
+            await client.close()
+        assert len(await send_ok(namesrv)) == 20  # the master and its replica still serve
+
+    async def send_ok(ns: ServerProcess) -> list[str]:
+        return await send(ns, 20, "after")
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        replica.stop()
+        master.stop()

@@ -1,0 +1,107 @@
+"""A master's view of its replicas: who is in sync, and when a Sync-replicated write counts as
+stored."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconsume.broker.replicas import ReplicaSet
+from reconsume.errors import ReplicaUnavailableError
+
+
+class Log:
+    end = 0
+
+
+def replica_set(*, sync: bool = True, accept_alone: bool = False) -> tuple[ReplicaSet, Log]:
+    log = Log()
+    changes: list[None] = []
+    replicas = ReplicaSet(
+        log_end=lambda: log.end,
+        sync=sync,
+        lag_max_s=2.0,
+        accept_alone=accept_alone,
+        on_change=lambda: changes.append(None),
+    )
+    return replicas, log
+
+
+def test_without_sync_replication_every_write_counts_at_once() -> None:
+    replicas, _log = replica_set(sync=False)
+    assert replicas.gate(1000).done()
+
+
+def test_with_no_replica_in_sync_a_write_is_refused_or_counted_alone() -> None:
+    replicas, _log = replica_set()
+    with pytest.raises(ReplicaUnavailableError, match="no replica is in sync"):
+        replicas.gate(100).result(0)
+    assert replicas.refused_total == 1
+    alone, _log = replica_set(accept_alone=True)
+    assert alone.gate(100).result(0) is None
+    assert alone.stored_alone_total == 1
+
+
+def test_a_write_waits_for_every_in_sync_replica() -> None:
+    replicas, log = replica_set()
+    log.end = 500
+    replicas.seen("a", "10.0.0.1:1", 500, 500, now_s=0.0)
+    replicas.seen("b", "10.0.0.2:1", 500, 500, now_s=0.0)
+    assert [r.replica_id for r in replicas.in_sync] == ["a", "b"]
+    log.end = 800
+    gate = replicas.gate(800)
+    replicas.seen("a", "10.0.0.1:1", 800, 800, now_s=0.1)
+    assert not gate.done()  # b has not stored it yet
+    replicas.seen("b", "10.0.0.2:1", 800, 800, now_s=0.2)
+    assert gate.result(0) is None
+
+
+def test_a_replica_that_falls_behind_leaves_the_set_and_releases_the_writes() -> None:
+    replicas, log = replica_set()
+    log.end = 100
+    replicas.seen("a", "x", 100, 100, now_s=0.0)
+    replicas.seen("b", "y", 100, 100, now_s=0.0)
+    log.end = 300
+    gate = replicas.gate(300)
+    replicas.seen("a", "x", 300, 300, now_s=0.5)
+    replicas.tick(1.5)
+    assert not gate.done()
+    replicas.seen("a", "x", 300, 300, now_s=2.5)
+    replicas.tick(2.5)  # b last held everything at 0.0: more than 2 s ago
+    assert [r.replica_id for r in replicas.in_sync] == ["a"]
+    assert gate.result(0) is None
+
+
+def test_a_streaming_replica_stays_in_sync_while_it_holds_what_it_was_sent() -> None:
+    replicas, log = replica_set()
+    log.end = 1000
+    replicas.seen("a", "x", 0, 0, now_s=0.0)
+    assert not replicas.in_sync  # never caught up yet
+    replicas.answered("a", 1000, reached_end=True, now_s=0.1)
+    log.end = 1500  # more arrived meanwhile
+    replicas.seen("a", "x", 1000, 1000, now_s=0.2)
+    assert [r.replica_id for r in replicas.in_sync] == ["a"]  # held the end as of 0.1
+    replicas.tick(2.05)
+    assert replicas.in_sync
+    replicas.tick(2.2)
+    assert not replicas.in_sync
+
+
+def test_the_last_in_sync_replica_leaving_refuses_what_waits() -> None:
+    replicas, log = replica_set()
+    log.end = 10
+    replicas.seen("a", "x", 10, 10, now_s=0.0)
+    log.end = 20
+    gate = replicas.gate(20)
+    replicas.forget("a", now_s=0.1)
+    with pytest.raises(ReplicaUnavailableError):
+        gate.result(0)
+
+
+def test_closing_fails_what_waits() -> None:
+    replicas, log = replica_set()
+    log.end = 10
+    replicas.seen("a", "x", 10, 10, now_s=0.0)
+    gate = replicas.gate(20)
+    replicas.close()
+    with pytest.raises(Exception, match="stopped being master"):
+        gate.result(0)
