@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from reconsume.client.admin import AdminClient
+from reconsume.client.listener import ConsumeFrom
 from reconsume.client.producer import Producer
+from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.errors import ResponseError
 from reconsume.message.model import Message
 from reconsume.store import MessageStore
@@ -23,7 +26,7 @@ from reconsume.wire.transport import RemotingClient
 
 from ..polling import eventually_async
 from ..unit.store._helpers import check_consistency
-from .cluster import start_broker
+from .cluster import Collector, start_broker
 from .processes import ServerProcess, start_server
 
 NAME = "replicated"
@@ -175,3 +178,44 @@ def test_a_replica_refuses_sends_and_bad_replication_requests_change_nothing(
     finally:
         replica.stop()
         master.stop()
+
+
+def test_consumers_read_from_the_replica_while_the_master_is_away(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    master = start_master(namesrv, tmp_path / "master")
+    replica = start_replica(namesrv, tmp_path / "replica", master)
+    try:
+        asyncio.run(registered(namesrv, {0: master.address, 1: replica.address}))
+        sent = asyncio.run(send(namesrv, 300, "acknowledged"))
+        master.kill()
+        asyncio.run(registered(namesrv, {1: replica.address}))
+
+        async def consume() -> Collector:
+            collector = Collector()
+            settings = ConsumerSettings(
+                consume_from=ConsumeFrom.FIRST_OFFSET, persist_interval_s=0.2
+            )
+            consumer = PushConsumer([namesrv.address], "readers", settings=settings)
+            consumer.subscribe("orders")
+            consumer.register_listener(collector)
+            async with consumer:
+                await eventually_async(
+                    lambda: len(set(collector.received)) >= 300, 30, "300 messages consumed"
+                )
+
+                async def committed() -> bool:
+                    async with AdminClient([namesrv.address]) as admin:
+                        progress = await admin.consumer_progress("readers", "orders")
+                    return sum(p.consumer_offset for p in progress) >= 300
+
+                await eventually_async(committed, 20, "offsets committed to the replica")
+            return collector
+
+        collector = asyncio.run(consume())
+        assert {m.body.decode() for m in collector.messages} == {
+            f"acknowledged-{i}" for i in range(300)
+        }
+        assert {m.msg_id for m in collector.messages} == set(sent)  # same offsets, same ids
+    finally:
+        replica.stop()

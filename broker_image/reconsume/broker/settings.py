@@ -13,6 +13,7 @@ from reconsume.flags import flag
 from reconsume.message.address import HostAddress
 from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 from reconsume.store.settings import FlushMode, StoreSettings
+from reconsume.wire.listen import listen_flag
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
@@ -28,22 +29,9 @@ def _invalid(setting: str, problem: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"setting {setting}: {problem}")
 
 
-def _listen_flag(text: str) -> tuple[str, int]:
-    """``--listen host:port`` as ``(listen_host, listen_port)``."""
-    try:
-        address = HostAddress.parse(text)
-    except InvalidArgumentError as exc:
-        raise _invalid("listen", str(exc)) from None
-    return str(ipaddress.ip_address(address.ip)), address.port
-
-
 def _namesrv_flag(text: str) -> tuple[str, ...]:
     """``--namesrv a:1;b:2`` as the name servers' addresses."""
     return tuple(address.strip() for address in text.split(";") if address.strip())
-
-
-def _host_port(host: object, port: object) -> str:
-    return f"{host}:{port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +47,7 @@ class BrokerSettings:
     """Directory of the message store (commit log, consume queues, tables); created if absent."""
     listen_host: str = field(
         default="127.0.0.1",
-        metadata=flag(
-            "--listen",
-            "host:port to listen on; port 0: any free one",
-            parse=_listen_flag,
-            sets=("listen_host", "listen_port"),
-            show=_host_port,
-        ),
+        metadata=listen_flag(),
     )
     """IP address to listen on (``0.0.0.0`` or ``::`` for every interface)."""
     listen_port: int = 10911

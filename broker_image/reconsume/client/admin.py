@@ -296,7 +296,7 @@ class AdminClient:
     # ------------------------------------------------------------------ offsets
     async def _broker_of(self, queue: MessageQueue) -> str:
         route = await self._routes.get(queue.topic)
-        address = route.master_of(queue.broker_name) if route is not None else None
+        address = route.reader_of(queue.broker_name) if route is not None else None
         if address is None:
             raise RemotingError(f"topic {queue.topic} has no broker {queue.broker_name}")
         return address

@@ -73,10 +73,10 @@ class BrokerOffsetStore:
 
     async def _broker(self, queue: MessageQueue) -> str:
         route = await self._routes.get(queue.topic)
-        address = route.master_of(queue.broker_name) if route is not None else None
+        address = route.reader_of(queue.broker_name) if route is not None else None
         if address is None:
             route = await self._routes.get(queue.topic, refresh=True)
-            address = route.master_of(queue.broker_name) if route is not None else None
+            address = route.reader_of(queue.broker_name) if route is not None else None
         if address is None:
             raise RemotingError(f"no broker address for {queue.broker_name}")
         return address

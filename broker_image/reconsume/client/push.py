@@ -268,8 +268,8 @@ class PushConsumer:
                 route = await self._routes.get(topic)
             except RemotingError:
                 continue
-            if route is not None:
-                addresses.update(b.master for b in route.brokers.values() if b.master)
+            if route is not None:  # replicas too: they answer for the group while a master is away
+                addresses.update(a for b in route.brokers.values() for a in b.addresses.values())
         return addresses
 
     async def _heartbeat(self) -> None:
@@ -289,12 +289,14 @@ class PushConsumer:
 
     async def _broker_of(self, queue: MessageQueue) -> str:
         route = await self._routes.get(queue.topic)
-        address = route.master_of(queue.broker_name) if route is not None else None
-        if address is None:
+        address = route.reader_of(queue.broker_name) if route is not None else None
+        if address is None or address in self._client.unreachable:
+            # a broker that cannot be reached may have left the route (a master gone: its
+            # replica serves the queue)
             route = await self._routes.get(queue.topic, refresh=True)
-            address = route.master_of(queue.broker_name) if route is not None else None
+            address = route.reader_of(queue.broker_name) if route is not None else None
         if address is None:
-            raise RemotingError(f"no master address for broker {queue.broker_name}")
+            raise RemotingError(f"no address for broker {queue.broker_name}")
         return address
 
     # ------------------------------------------------------------------ rebalance
@@ -330,9 +332,9 @@ class PushConsumer:
                 if self.settings.model is MessageModel.BROADCASTING:
                     mine = set(queues)
                 else:
-                    masters = sorted({b.master for b in route.brokers.values() if b.master})
+                    readers = sorted({b.reader for b in route.brokers.values() if b.reader})
                     ids: list[str] = []
-                    for address in masters:
+                    for address in readers:
                         try:
                             ids = await self._api.consumer_ids(address, self.group)
                         except RemotingError:

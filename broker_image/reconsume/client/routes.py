@@ -43,6 +43,16 @@ class BrokerRoute:
     def master(self) -> str | None:
         return self.addresses.get(MASTER_ID)
 
+    @property
+    def reader(self) -> str | None:
+        """Where to pull and commit offsets: the master, else the replica with the lowest id
+        (Apache RocketMQ's ``findBrokerAddressInSubscribe``: consumers go on reading from a
+        replica while the master is away)."""
+        master = self.addresses.get(MASTER_ID)
+        if master is not None or not self.addresses:
+            return master
+        return self.addresses[min(self.addresses)]
+
 
 @dataclass(frozen=True, slots=True)
 class TopicRoute:
@@ -65,6 +75,11 @@ class TopicRoute:
     def master_of(self, broker_name: str) -> str | None:
         broker = self.brokers.get(broker_name)
         return None if broker is None else broker.master
+
+    def reader_of(self, broker_name: str) -> str | None:
+        """:attr:`BrokerRoute.reader` of ``broker_name``."""
+        broker = self.brokers.get(broker_name)
+        return None if broker is None else broker.reader
 
     @classmethod
     def parse(cls, topic: str, body: bytes) -> TopicRoute:

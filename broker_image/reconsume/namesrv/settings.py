@@ -6,35 +6,18 @@ A field with a ``flag`` in its metadata is also a flag of ``reconsume namesrv``
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 
 from reconsume.errors import InvalidArgumentError
 from reconsume.flags import flag
-from reconsume.message.address import HostAddress
-
-
-def _listen_flag(text: str) -> tuple[str, int]:
-    """``--listen host:port`` as ``(listen_host, listen_port)``."""
-    address = HostAddress.parse(text)
-    return str(ipaddress.ip_address(address.ip)), address.port
-
-
-def _host_port(host: object, port: object) -> str:
-    return f"{host}:{port}"
+from reconsume.wire.listen import listen_flag
 
 
 @dataclass(frozen=True, slots=True)
 class NamesrvSettings:
     listen_host: str = field(
         default="127.0.0.1",
-        metadata=flag(
-            "--listen",
-            "host:port to listen on; port 0: any free one",
-            parse=_listen_flag,
-            sets=("listen_host", "listen_port"),
-            show=_host_port,
-        ),
+        metadata=listen_flag(),
     )
     """Address to listen on."""
     listen_port: int = 9876

@@ -277,6 +277,9 @@ class RemotingClient:
         self._connect_timeout_s = connect_timeout_s
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
+        self.unreachable: set[str] = set()
+        """Addresses whose last connection attempt failed (a broker gone: its route may
+        have changed)."""
 
     async def connection(self, address: str) -> Connection:
         existing = self._connections.get(address)
@@ -312,7 +315,9 @@ class RemotingClient:
                 self._connect_timeout_s,
             )
         except (OSError, TimeoutError) as exc:
+            self.unreachable.add(address)
             raise RemotingConnectError(f"cannot connect to {address}: {exc}") from exc
+        self.unreachable.discard(address)
         return connection
 
     async def invoke(
