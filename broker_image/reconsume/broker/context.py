@@ -52,8 +52,8 @@ from reconsume.wire.codes import ResponseCode
 log = logging.getLogger(__name__)
 
 
-def _nothing() -> None:
-    pass
+def nothing() -> None:
+    """The default of hooks nobody set."""
 
 
 class BrokerContext:
@@ -93,7 +93,7 @@ class BrokerContext:
         server starts and stops its periodic check."""
         self.replicas: ReplicaSet | None = None
         """A master's replicas (set when it serves them)."""
-        self.log_grew: Callable[[], None] = _nothing
+        self.log_grew: Callable[[], None] = nothing
         """Told after every append (a master's held replication requests answer at once)."""
 
     # ------------------------------------------------------------------ topics

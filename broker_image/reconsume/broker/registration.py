@@ -27,7 +27,11 @@ from reconsume.engine.delivery import next_backoff
 from reconsume.errors import RemotingError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from reconsume.wire.headers import (
+    EPOCH_FIELD,
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+)
 from reconsume.wire.transport import Dispatcher, RemotingClient
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,9 @@ class Registrar:
         self.broker_addr = broker_addr
         self.cluster_name = cluster_name
         self.broker_id = broker_id
+        self.epoch = 0
+        """The master's epoch when failover runs (0: none); the name server refuses a
+        master's registration older than one it has seen for this broker name."""
         self.interval_s = interval_s
         self._topic_wrapper = topic_wrapper
         self._client = RemotingClient(Dispatcher("broker-registration"))
@@ -133,9 +140,12 @@ class Registrar:
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
         )
+        ext = header.to_ext_fields()
+        if self.epoch:
+            ext[EPOCH_FIELD] = str(self.epoch)
         await asyncio.gather(
             *(
-                self._invoke(addr, RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+                self._invoke(addr, RequestCode.REGISTER_BROKER, ext, body)
                 for addr in self.namesrv_addresses
             )
         )

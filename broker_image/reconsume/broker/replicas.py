@@ -10,6 +10,12 @@ replica holds every acknowledged write and may take over without losing one. Wit
 in sync a write is refused as Apache RocketMQ refuses it (``SLAVE_NOT_AVAILABLE``), unless
 ``accept_alone`` is set; then it is counted (:attr:`ReplicaSet.stored_alone_total`).
 
+With automatic failover the set that counts is the one **recorded** in the lease
+(:attr:`ReplicaSet.recorded`), since that is who may take over: a replica leaving the live set
+still holds the writes up to the moment the record drops it, so writes wait for every recorded
+member until the master has recorded the smaller set (``on_change`` asks for it), and a grown
+set counts once recorded. Without a lease the live set counts.
+
 Everything here runs on the broker's event loop; the gate's futures are
 :class:`concurrent.futures.Future` so that the store's and the engine's waiters can share them.
 """
@@ -58,7 +64,7 @@ class ReplicaSet:
         sync: bool,
         lag_max_s: float,
         accept_alone: bool,
-        on_change: Callable[[], None] | None = None,
+        on_change: Callable[[frozenset[str]], None] | None = None,
     ) -> None:
         self._log_end = log_end
         self.sync = sync
@@ -66,6 +72,9 @@ class ReplicaSet:
         self.accept_alone = accept_alone
         self._on_change = on_change
         self.replicas: dict[str, ReplicaState] = {}
+        self.recorded: frozenset[str] | None = None
+        """The in-sync set as the lease records it; None without a lease (the live set
+        counts)."""
         self._waiters: list[tuple[int, int, Future[None]]] = []
         self._seq = itertools.count()
         self.stored_alone_total = 0
@@ -122,8 +131,25 @@ class ReplicaSet:
                     self._log_end(),
                 )
         self._release()
-        if changed and self._on_change is not None:
-            self._on_change()
+        if self._on_change is not None and (changed or self._unrecorded()):
+            self._on_change(self.live_ids())
+
+    def live_ids(self) -> frozenset[str]:
+        return frozenset(state.replica_id for state in self.replicas.values() if state.in_sync)
+
+    def _unrecorded(self) -> bool:
+        """Whether the lease should be told of a different set: growing, or shrinking while
+        someone is left in it or writes may be accepted alone (with nobody left and no
+        acceptance alone, the recorded members still hold every acknowledged write)."""
+        if self.recorded is None:
+            return False
+        live = self.live_ids()
+        return live != self.recorded and bool(live or self.accept_alone)
+
+    def record(self, members: frozenset[str]) -> None:
+        """The lease now records ``members`` as the in-sync set."""
+        self.recorded = members
+        self._release()
 
     @property
     def in_sync(self) -> list[ReplicaState]:
@@ -134,6 +160,18 @@ class ReplicaSet:
         return 0 if state is None else max(self._log_end() - state.acked, 0)
 
     # ------------------------------------------------------------------ the gate
+    def _counting(self) -> list[ReplicaState] | None:
+        """Whose acknowledgement a write needs; None: nobody's can come (refuse, or accept
+        alone)."""
+        live = self.in_sync
+        if self.recorded is None:
+            return live or None
+        if not self.recorded or (not live and not self.accept_alone):
+            return None
+        # with acceptance alone, a write waits until the lease records the smaller set
+        missing = ReplicaState("", "", acked=-1)
+        return [self.replicas.get(member, missing) for member in self.recorded]
+
     def gate(self, end_offset: int) -> Future[None]:
         """A future done once ``end_offset`` counts as stored on the replicas: at once without
         Sync replication; when every in-sync replica acknowledged it; failing with
@@ -142,10 +180,10 @@ class ReplicaSet:
         if not self.sync:
             future.set_result(None)
             return future
-        in_sync = self.in_sync
-        if not in_sync:
+        counting = self._counting()
+        if counting is None:
             self._alone(future)
-        elif min(state.acked for state in in_sync) >= end_offset:
+        elif min(state.acked for state in counting) >= end_offset:
             future.set_result(None)
         else:
             heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
@@ -164,14 +202,14 @@ class ReplicaSet:
     def _release(self) -> None:
         if not self._waiters:
             return
-        in_sync = self.in_sync
-        if not in_sync:
+        counting = self._counting()
+        if counting is None:
             waiters, self._waiters = self._waiters, []
             for _offset, _seq, future in waiters:
                 if not future.done():
                     self._alone(future)
             return
-        floor = min(state.acked for state in in_sync)
+        floor = min(state.acked for state in counting)
         while self._waiters and self._waiters[0][0] <= floor:
             future = heapq.heappop(self._waiters)[2]
             if not future.done():

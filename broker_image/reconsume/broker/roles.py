@@ -1,16 +1,21 @@
 """What a broker runs for its role beside the request handlers every broker has.
 
-A **master** (``broker_id`` 0) writes: it starts a new epoch in its store's history, serves
-its replicas (:mod:`reconsume.broker.replication`) and keeps its in-sync set current; with
-Sync replication its writes wait for that set (:class:`~reconsume.broker.replicas.ReplicaSet`,
-also the store's :attr:`~reconsume.store.MessageStore.replicated` gate, so the schedule and
-timer services confirm deliveries only once replicated). Its schedule and timer services run.
+A **master** writes: it starts a new epoch in its store's history (the lease's, with an
+election), serves its replicas (:mod:`reconsume.broker.replication`) and keeps its in-sync set
+current (recorded in the lease before a write stops waiting for a member); with Sync
+replication its writes wait for that set (:class:`~reconsume.broker.replicas.ReplicaSet`, also
+the store's :attr:`~reconsume.store.MessageStore.replicated` gate, so the schedule and timer
+services confirm deliveries only once replicated). It runs the schedule and timer services and
+the retry-topic drain, and creates the template topic.
 
-A **replica** (``broker_id`` 1 or more, ``master_address`` set) never writes on its own: its
-store refuses appends, its schedule and timer services do not run (their progress follows the
-master's), and a :class:`~reconsume.broker.follower.Follower` keeps its log and metadata the
-master's. It serves pulls and offset queries, so consumers read from it while the master is
-away, as Apache RocketMQ's 4.x clients read from a slave.
+A **replica** never writes on its own: its store refuses appends, write requests are answered
+``SERVICE_NOT_AVAILABLE``, its engine does not run (its progress follows the master's), and a
+:class:`~reconsume.broker.follower.Follower` keeps its log and metadata the master's. It serves
+pulls and offset queries, so consumers read from it while the master is away, as Apache
+RocketMQ's 4.x clients read from a slave.
+
+A broker changes role without restarting (:meth:`Role.stop` of one, :meth:`Role.start` of the
+other): that is failover (:mod:`reconsume.broker.failover`).
 """
 
 from __future__ import annotations
@@ -19,12 +24,19 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
-from reconsume.broker.context import BrokerContext
+from reconsume.broker.context import BrokerContext, nothing
+from reconsume.broker.election import Elector
 from reconsume.broker.follower import Follower
 from reconsume.broker.replicas import ReplicaSet
 from reconsume.broker.replication import ReplicationProcessor
 from reconsume.broker.settings import BrokerSettings, ReplicationMode
+from reconsume.engine.delays import DelayLevels
+from reconsume.engine.redelivery import delivered_origins
+from reconsume.engine.schedule import ScheduleService
+from reconsume.engine.schedule_state import ScheduleSettings
+from reconsume.engine.timer import TimerService
 from reconsume.store.replication import Appended
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
@@ -43,22 +55,47 @@ REPLICA_REFUSES = (
     RequestCode.DELETE_SUBSCRIPTIONGROUP,
 )
 """Requests that change the log or the metadata a replica follows."""
+MASTER_SERVES = (
+    RequestCode.REPLICA_HANDSHAKE,
+    RequestCode.REPLICATE_LOG,
+    RequestCode.REPLICA_METADATA,
+)
+"""Requests only a master answers: its replicas'."""
 
 
 class MasterRole:
-    """Epoch, replicas and the replication requests of a master."""
+    """Epoch, replicas, replication requests and the engine of a master."""
 
-    def __init__(self, context: BrokerContext, settings: BrokerSettings) -> None:
+    def __init__(
+        self,
+        context: BrokerContext,
+        settings: BrokerSettings,
+        delays: DelayLevels,
+        *,
+        epoch: int | None = None,
+        elector: Elector | None = None,
+    ) -> None:
         store = context.store
         self.context = context
+        self.settings = settings
+        self.delays = delays
+        self.elector = elector
+        self._epoch = epoch
         self.replicas = ReplicaSet(
             log_end=lambda: store.commitlog.write_offset,
             sync=settings.replication is ReplicationMode.SYNC,
             lag_max_s=settings.replica_lag_max_ms / 1000,
             accept_alone=settings.replication_accept_alone,
+            on_change=self._record_in_sync if elector is not None else None,
         )
+        if elector is not None:
+            self.replicas.recorded = frozenset()
         self.processor = ReplicationProcessor(context, self.replicas, epoch=self.epoch)
-        self._tick: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._recording: asyncio.Task[None] | None = None
+        self._server: RemotingServer | None = None
+        self._schedule: ScheduleService | None = None
+        self._timer: TimerService | None = None
 
     def epoch(self) -> int:
         current = self.context.store.epochs.current
@@ -71,18 +108,41 @@ class MasterRole:
             RequestCode.REPLICA_METADATA: self.processor.metadata,
         }
 
-    def start(self, server: RemotingServer) -> None:
-        """Begin a new epoch at the log's end and serve replicas (before serving requests)."""
-        store = self.context.store
-        epoch = self.epoch() + 1
+    async def start(self, server: RemotingServer) -> None:
+        """Begin the epoch at the log's end, serve replicas, start the engine."""
+        context, store = self.context, self.context.store
+        epoch = self._epoch if self._epoch is not None else self.epoch() + 1
+        if self.elector is not None:
+            store.writable_until = self.elector.valid_until
+        store.is_replica = False
         store.epochs.begin(epoch, store.commitlog.write_offset)
         log.info("master in epoch %d from offset %d", epoch, store.commitlog.write_offset)
-        self.context.replicas = self.replicas
-        self.context.log_grew = self.processor.log_grew
+        context.replicas = self.replicas
+        context.log_grew = self.processor.log_grew
         if self.replicas.sync:
             store.replicated = self.replicas.gate
         server.on_disconnect.append(self.processor.connection_closed)
-        self._tick = asyncio.create_task(self._judge(), name="replica-set")
+        self._server = server
+        context.prepare_default_topic()
+        await self._start_engine()
+        context.retry_drain.start()
+        self._tasks.append(asyncio.create_task(self._judge(), name="replica-set"))
+
+    async def _start_engine(self) -> None:
+        """The schedule and timer services, after one scan of the log for what both
+        delivered before a crash or before this broker took over."""
+        context, store = self.context, self.context.store
+        settings = ScheduleSettings(persist_interval_ms=self.settings.offset_persist_interval_ms)
+        schedule = ScheduleService(store, self.delays, context.append, settings)
+        timer = TimerService(store, context.append, settings)
+        floors = [f for f in (schedule.scan_floor(), timer.scan_floor) if f is not None]
+        redelivered: set[int] = set()
+        if floors:
+            redelivered = await asyncio.to_thread(delivered_origins, store, min(floors))
+        await schedule.start(redelivered)
+        context.schedule = self._schedule = schedule
+        await timer.start(redelivered)
+        context.timer = self._timer = timer
 
     async def _judge(self) -> None:
         """Silence counts too: re-judge the in-sync set a few times per lag allowance."""
@@ -91,35 +151,66 @@ class MasterRole:
             await asyncio.sleep(interval)
             self.replicas.tick(time.monotonic())
 
+    def _record_in_sync(self, live: frozenset[str]) -> None:
+        if self._recording is None or self._recording.done():
+            self._recording = asyncio.create_task(self._record(), name="record-in-sync")
+
+    async def _record(self) -> None:
+        """Bring the lease's in-sync set to the live one (repeated while it moves)."""
+        elector = self.elector
+        assert elector is not None
+        while True:
+            live = self.replicas.live_ids()
+            if self.replicas.recorded == live:
+                return
+            if not await elector.record_in_sync(live):
+                return  # deposed: the failover loop turns this broker into a replica
+            self.replicas.record(live)
+            self.context.store.writable_until = elector.valid_until
+
     async def stop(self) -> None:
-        if self._tick is not None:
-            self._tick.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._tick
-            self._tick = None
+        context, store = self.context, self.context.store
+        store.writable_until = 0.0 if self.elector is not None else None
+        for task in [*self._tasks, self._recording]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._tasks.clear()
         self.replicas.close()
-        self.context.store.replicated = None
+        store.replicated = None
+        context.replicas = None
+        context.log_grew = nothing
+        if self._server is not None:
+            with contextlib.suppress(ValueError):
+                self._server.on_disconnect.remove(self.processor.connection_closed)
+        await context.retry_drain.stop()
+        if self._schedule is not None:
+            await self._schedule.stop()
+            context.schedule = self._schedule = None
+        if self._timer is not None:
+            await self._timer.stop()
+            context.timer = self._timer = None
 
 
 class ReplicaRole:
-    """The follower of a replica."""
+    """The follower of a replica; :attr:`master` may change (a new master elected)."""
 
-    def __init__(self, context: BrokerContext, settings: BrokerSettings) -> None:
-        assert settings.master_address is not None
-        master = self.master = settings.master_address
+    def __init__(self, context: BrokerContext, identity: str, master: str | None) -> None:
         self.context = context
+        self.master = master
         self.follower = Follower(
             context.store,
-            lambda: master,
-            replica_id=f"{settings.broker_name}-{settings.broker_id}@{context.address}",
+            lambda: self.master,
+            replica_id=identity,
             on_appended=self._appended,
         )
         self._task: asyncio.Task[None] | None = None
 
     def handlers(self) -> dict[int, Handler]:
-        """Writes are refused as Apache RocketMQ's slave refuses them: clients and admins
-        write to the master."""
-        return dict.fromkeys(REPLICA_REFUSES, self._refuse)
+        """Writes are refused as Apache RocketMQ's slave refuses them, and so are other
+        replicas' requests: clients, admins and replicas go to the master."""
+        return dict.fromkeys((*REPLICA_REFUSES, *MASTER_SERVES), self._refuse)
 
     def _refuse(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
         return request.respond(
@@ -128,7 +219,7 @@ class ReplicaRole:
             "writes go to the master",
         )
 
-    def start(self, server: RemotingServer) -> None:
+    async def start(self, server: RemotingServer) -> None:
         self.context.store.is_replica = True
         self._task = asyncio.create_task(self.follower.run(), name="follower")
 
@@ -149,9 +240,5 @@ class ReplicaRole:
 
 
 Role = MasterRole | ReplicaRole
-
-
-def role_for(context: BrokerContext, settings: BrokerSettings) -> Role:
-    if settings.broker_id == 0:
-        return MasterRole(context, settings)
-    return ReplicaRole(context, settings)
+RoleFactory = Callable[[bool, int | None, str | None], Role]
+"""(master, epoch, master address) → the role to take."""

@@ -30,22 +30,21 @@ from reconsume.broker.admin import AdminProcessor
 from reconsume.broker.admin_stats import AdminStatsProcessor
 from reconsume.broker.clients import ClientProcessor
 from reconsume.broker.context import BrokerContext
+from reconsume.broker.election import Elector, Leadership
+from reconsume.broker.failover import Failover
 from reconsume.broker.http_endpoint import HttpEndpoint, Request, Response, text
+from reconsume.broker.lease import FileLeaseStore
 from reconsume.broker.metrics import broker_registry
 from reconsume.broker.offsets import OffsetProcessor
 from reconsume.broker.pull import PullProcessor
 from reconsume.broker.registration import Registrar
-from reconsume.broker.roles import MasterRole, Role, role_for
+from reconsume.broker.roles import MasterRole, ReplicaRole, Role
 from reconsume.broker.runtime_info import BrokerInfoProcessor, Throughput
 from reconsume.broker.send import SendProcessor
 from reconsume.broker.send_back import SendBackProcessor
-from reconsume.broker.settings import BrokerSettings
+from reconsume.broker.settings import BrokerSettings, ReplicationMode
 from reconsume.engine.delays import DelayLevels
-from reconsume.engine.redelivery import delivered_origins
-from reconsume.engine.schedule import ScheduleService
-from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.scheduled import schedule_tags_code
-from reconsume.engine.timer import TimerService
 from reconsume.engine.timer_message import timer_tags_code
 from reconsume.errors import InvalidArgumentError, ReconsumeError
 from reconsume.message.address import HostAddress
@@ -111,8 +110,11 @@ class Broker:
         self._http: HttpEndpoint | None = None
         self._store: MessageStore | None = None
         self._context: BrokerContext | None = None
-        self._schedule: ScheduleService | None = None
-        self._timer: TimerService | None = None
+        self._failover: Failover | None = None
+        self._built: BrokerContext | None = None
+        """The context once made (``_context`` is set only once the broker serves)."""
+        self._handlers: dict[int, Handler] = {}
+        self._delays = DelayLevels.parse(settings.delay_levels)
         self._registrar: Registrar | None = None
         self._role: Role | None = None
         self._registrations: Mapping[str, Sequence[int]] = {}
@@ -225,20 +227,20 @@ class Broker:
             delays,
             topics_registered=registrar.registered,
         )
-        role = self._role = role_for(context, settings)
-        master = isinstance(role, MasterRole)
-        if master:
-            context.prepare_default_topic()
-        self._register_handlers(context, role.handlers())
-        role.start(self.server)
-        if master:
-            await self._start_engine(context, store, delays)
+        self._delays = delays
+        self._built = context
+        self._handlers = self._base_handlers(context)
+        leadership = Leadership(settings.broker_id == 0, 0, settings.master_address)
+        if settings.election is not None:
+            self._failover = Failover(self._elector(settings), store, self._become)
+            leadership = await self._failover.first()
+        await self._take(leadership)
         self.server.on_disconnect.append(context.consumers.connection_closed)
         await self.server.start_serving()
         self._context = context
         registrar.start()
-        if master:
-            context.retry_drain.start()
+        if self._failover is not None:
+            self._failover.start()
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
             "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush)",
@@ -252,24 +254,58 @@ class Broker:
         )
         return self.address
 
-    async def _start_engine(
-        self, context: BrokerContext, store: MessageStore, delays: DelayLevels
-    ) -> None:
-        """A master's schedule and timer services, after one scan of the log for what both
-        delivered before a crash."""
-        schedule_settings = ScheduleSettings(
-            persist_interval_ms=self.settings.offset_persist_interval_ms
+    def _elector(self, settings: BrokerSettings) -> Elector:
+        _scheme, _sep, path = (settings.election or "").partition(":")
+        duration_s = settings.lease_duration_ms / 1000
+        return Elector(
+            FileLeaseStore(path),
+            self._identity,
+            self.address,
+            duration_s=duration_s,
+            margin_s=duration_s / 5,
+            preferred=settings.broker_id == 0,
+            unclean=settings.replication is ReplicationMode.ASYNC
+            or settings.replication_accept_alone,
         )
-        schedule = ScheduleService(store, delays, context.append, schedule_settings)
-        timer = TimerService(store, context.append, schedule_settings)
-        floors = [f for f in (schedule.scan_floor(), timer.scan_floor) if f is not None]
-        redelivered: set[int] = set()
-        if floors:
-            redelivered = await asyncio.to_thread(delivered_origins, store, min(floors))
-        await schedule.start(redelivered)
-        context.schedule = self._schedule = schedule
-        await timer.start(redelivered)
-        context.timer = self._timer = timer
+
+    @property
+    def _identity(self) -> str:
+        """This broker among the brokers of its name (the lease and the in-sync set use it)."""
+        return f"{self.settings.broker_name}-{self.settings.broker_id}"
+
+    async def _take(self, leadership: Leadership) -> None:
+        """Become what ``leadership`` says: handlers, role, registration."""
+        context, settings = self._built, self.settings
+        assert context is not None
+        role: Role
+        if leadership.master:
+            elector = None if self._failover is None else self._failover.elector
+            epoch = leadership.epoch if elector is not None else None
+            role = MasterRole(context, settings, self._delays, epoch=epoch, elector=elector)
+        else:
+            role = ReplicaRole(context, self._identity, leadership.master_address)
+        for code, handler in {**self._handlers, **role.handlers()}.items():
+            self.dispatcher.register(code, guarded(handler))
+        await role.start(self.server)
+        self._role = role
+        registrar = self._registrar
+        if registrar is not None:
+            replica_id = settings.broker_id + (1 if self._failover is not None else 0)
+            registrar.broker_id = 0 if leadership.master else replica_id
+            registrar.epoch = leadership.epoch
+            registrar.topics_changed()
+
+    async def _become(self, leadership: Leadership) -> None:
+        """Failover's hook: change role (or only the master followed)."""
+        role = self._role
+        if isinstance(role, ReplicaRole) and not leadership.master:
+            role.master = leadership.master_address
+            return
+        if isinstance(role, MasterRole) and leadership.master:
+            return
+        if role is not None:
+            await role.stop()
+        await self._take(leadership)
 
     def _topic_wrapper(self) -> dict[str, Any]:
         """``TopicConfigSerializeWrapper``: the topic table and its data version."""
@@ -281,7 +317,8 @@ class Broker:
             "dataVersion": context.topic_data_version(),
         }
 
-    def _register_handlers(self, context: BrokerContext, role: Mapping[int, Handler]) -> None:
+    def _base_handlers(self, context: BrokerContext) -> dict[int, Handler]:
+        """Every broker's handlers; a role adds its own or replaces some (:meth:`_take`)."""
         send = SendProcessor(context)
         send_back = SendBackProcessor(context)
         pull = PullProcessor(context)
@@ -320,10 +357,8 @@ class Broker:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: admin_stats.connections,
             RequestCode.GET_BROKER_RUNTIME_INFO: info.runtime_info,
             RequestCode.GET_BROKER_CONFIG: info.broker_config,
-            **role,
         }
-        for code, handler in handlers.items():
-            self.dispatcher.register(code, guarded(handler))
+        return handlers
 
     async def _housekeep(self) -> None:
         while True:
@@ -351,17 +386,11 @@ class Broker:
             await self._registrar.close()
             self._registrar = None
         await self.server.stop()
+        if self._failover is not None:
+            await self._failover.stop()
         if self._role is not None:
             await self._role.stop()
             self._role = None
-        if self._context is not None:
-            await self._context.retry_drain.stop()
-        if self._schedule is not None:
-            await self._schedule.stop()
-            self._schedule = None
-        if self._timer is not None:
-            await self._timer.stop()
-            self._timer = None
         self._context = None  # scrapes from here on leave out the closing store
         if self._store is not None:
             self._store.close()

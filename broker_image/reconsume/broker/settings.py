@@ -108,6 +108,26 @@ class BrokerSettings:
     )
     """A replica that has not held the master's whole log within this many milliseconds
     leaves the in-sync set; Sync writes stop waiting for it."""
+    election: str | None = field(
+        default=None,
+        metadata=flag(
+            "--election",
+            "where the brokers of this name elect their master: file:PATH (one machine)",
+            empty="none: the roles --broker-id gives",
+        ),
+    )
+    """The lease the brokers of one broker name share to elect their master and fail over
+    (``file:PATH``). With it ``broker_id`` is this broker's index (0 is the first master) and
+    no ``master_address`` is given: the lease names the master."""
+    lease_duration_ms: int = field(
+        default=5_000,
+        metadata=flag(
+            "--lease-duration-ms",
+            "milliseconds an unrenewed master lease lasts before a replica takes over",
+        ),
+    )
+    """How long a master's lease lasts unrenewed (it renews every third of it): the time to
+    notice a lost master, and the bound on failover with the replicas' next look."""
     replication_accept_alone: bool = field(
         default=False,
         metadata=flag(
@@ -221,7 +241,15 @@ class BrokerSettings:
                 )
         if self.broker_id < 0:
             raise _invalid("broker_id", f"{self.broker_id} is negative")
-        if self.broker_id and self.master_address is None:
+        if self.election is not None:
+            if self.master_address is not None:
+                raise _invalid("master_address", "with an election the lease names the master")
+            scheme, _sep, where = self.election.partition(":")
+            if scheme != "file" or not where:
+                raise _invalid("election", f"{self.election!r} is not file:PATH")
+            if self.lease_duration_ms < 300:
+                raise _invalid("lease_duration_ms", "must be at least 300")
+        elif self.broker_id and self.master_address is None:
             raise _invalid("master_address", f"required for a replica (broker_id {self.broker_id})")
         if self.master_address is not None:
             if not self.broker_id:

@@ -6,7 +6,12 @@ import time
 from collections.abc import Sequence
 
 from reconsume.client.routes import TopicRoute
-from reconsume.errors import InvalidArgumentError, RemotingError, ResponseError
+from reconsume.errors import (
+    InvalidArgumentError,
+    RemotingConnectError,
+    RemotingError,
+    ResponseError,
+)
 from reconsume.message.names import DEFAULT_TOPIC
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
@@ -74,8 +79,14 @@ class RouteCache:
         brokers serving the auto-create template (RocketMQ's TBW102), which create it on the
         first send."""
         route = await self.get(topic, refresh=refresh)
+        if route is not None and not route.write_queues and not refresh:
+            # known but not writable now (a broker name between masters): ask again
+            route = await self.get(topic, refresh=True)
         if route is not None and route.write_queues:
             return route
+        if route is not None and route.read_queues:
+            # its brokers are there but none has a master: one is being elected
+            raise RemotingConnectError(f"topic {topic!r}: no broker of its route has a master now")
         template = await self.get(DEFAULT_TOPIC, refresh=refresh)
         if template is None or not template.write_queues:
             raise TopicNotFoundError(

@@ -75,8 +75,24 @@ class RouteTable:
         self.brokers: dict[str, BrokerData] = {}
         self.clusters: dict[str, set[str]] = {}
         self.live: dict[str, LiveBroker] = {}
+        self.master_epochs: dict[str, tuple[int, str]] = {}
+        """Per broker name: the newest master epoch registered and its address."""
 
     # ------------------------------------------------------------------ registration
+    def stale_master(self, broker_name: str, broker_addr: str, epoch: int) -> str | None:
+        """Why a master's registration in ``epoch`` is refused (a newer master was seen), or
+        None; accepting it records the epoch. Brokers that send no epoch are not judged."""
+        if not epoch:
+            return None
+        known = self.master_epochs.get(broker_name)
+        if known is not None and (epoch, broker_addr) != known and epoch <= known[0]:
+            return (
+                f"broker {broker_name}: {broker_addr} registers as master in epoch {epoch}, "
+                f"{known[1]} was master in epoch {known[0]}"
+            )
+        self.master_epochs[broker_name] = (epoch, broker_addr)
+        return None
+
     def register(
         self,
         *,

@@ -10,12 +10,13 @@ from typing import Any
 
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.configs import TopicConfig
-from reconsume.namesrv.routes import RouteTable
+from reconsume.namesrv.routes import MASTER_ID, RouteTable
 from reconsume.namesrv.settings import NamesrvSettings
 from reconsume.wire import fastjson
 from reconsume.wire.codes import VERSION_4_9_4, RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.headers import (
+    EPOCH_FIELD,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
@@ -103,6 +104,12 @@ class NameServer:
                 ResponseCode.SYSTEM_ERROR, "compressed broker registration is not supported"
             )
         topics, data_version = _topics_from_body(request.body)
+        if header.broker_id == MASTER_ID:
+            epoch = _epoch(request)
+            stale = self.routes.stale_master(header.broker_name, header.broker_addr, epoch)
+            if stale is not None:
+                log.warning("refused a registration: %s", stale)
+                return request.respond(ResponseCode.SYSTEM_ERROR, stale)
         result = self.routes.register(
             cluster=header.cluster_name,
             broker_addr=header.broker_addr,
@@ -186,3 +193,9 @@ class NameServer:
         header = GetKVConfigRequestHeader.from_ext_fields(request.ext_fields)
         self.kv.get(header.namespace, {}).pop(header.key, None)
         return request.respond()
+
+
+def _epoch(request: RemotingCommand) -> int:
+    """The master epoch a failover-run broker registers with (0: none, or not a number)."""
+    raw = request.ext_fields.get(EPOCH_FIELD, "0")
+    return int(raw) if raw.isdigit() else 0

@@ -89,6 +89,8 @@ class MessageStore:
         """Set while the broker follows a master: the log grows only by :attr:`replica`."""
         self.replicated: Callable[[int], Future[None]] | None = None
         """Set by a master with Sync replication: when an offset counts as on its replicas."""
+        self.writable_until: float | None = None
+        """A master's lease: no append after this ``time.monotonic()`` (None: no lease)."""
         try:
             self._open(background)
         except BaseException:
@@ -236,6 +238,9 @@ class MessageStore:
             raise StoreClosedError(f"store {self.root} is closed")
         if self.is_replica:
             raise NotMasterError(f"store {self.root} is a replica: it is written by its master")
+        until = self.writable_until
+        if until is not None and time.monotonic() >= until:
+            raise NotMasterError(f"store {self.root}: the master's lease ran out")
         self.durability.check_writable()
 
     def durable(self, end_offset: int) -> Future[None]:

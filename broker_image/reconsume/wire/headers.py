@@ -152,6 +152,11 @@ def _compile_writer(spec: tuple[tuple[str, str, str, bool], ...]) -> Any:
 
 
 # ------------------------------------------------------------------ name server
+EPOCH_FIELD = "reconsumeEpoch"
+"""REGISTER_BROKER header field a failover-run broker adds: its master epoch. Apache
+RocketMQ's name servers ignore it; reconsume's refuse a master older than one they have seen."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RegisterBrokerRequestHeader(Header):
     broker_name: str

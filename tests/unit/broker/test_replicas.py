@@ -15,13 +15,13 @@ class Log:
 
 def replica_set(*, sync: bool = True, accept_alone: bool = False) -> tuple[ReplicaSet, Log]:
     log = Log()
-    changes: list[None] = []
+    changes: list[frozenset[str]] = []
     replicas = ReplicaSet(
         log_end=lambda: log.end,
         sync=sync,
         lag_max_s=2.0,
         accept_alone=accept_alone,
-        on_change=lambda: changes.append(None),
+        on_change=changes.append,
     )
     return replicas, log
 
@@ -105,3 +105,64 @@ def test_closing_fails_what_waits() -> None:
     replicas.close()
     with pytest.raises(Exception, match="stopped being master"):
         gate.result(0)
+
+
+def test_with_a_lease_the_recorded_set_counts_until_the_smaller_one_is_recorded() -> None:
+    replicas, log = replica_set()
+    replicas.recorded = frozenset()
+    log.end = 100
+    replicas.seen("a", "x", 100, 100, now_s=0.0)
+    replicas.seen("b", "y", 100, 100, now_s=0.0)
+    replicas.record(frozenset({"a", "b"}))
+    log.end = 200
+    gate = replicas.gate(200)
+    replicas.forget("b", now_s=0.1)  # b may still be elected: it is in the lease
+    replicas.seen("a", "x", 200, 200, now_s=0.2)
+    assert not gate.done()
+    replicas.record(frozenset({"a"}))
+    assert gate.result(0) is None
+
+
+def test_the_lease_is_asked_to_record_the_live_set() -> None:
+    log = Log()
+    asked: list[frozenset[str]] = []
+    replicas = ReplicaSet(
+        log_end=lambda: log.end,
+        sync=True,
+        lag_max_s=2.0,
+        accept_alone=False,
+        on_change=asked.append,
+    )
+    replicas.recorded = frozenset()
+    replicas.seen("a", "x", 0, 0, now_s=0.0)
+    assert asked[-1] == {"a"}
+    replicas.record(frozenset({"a"}))
+    asked.clear()
+    replicas.forget("a", now_s=1.0)
+    assert asked == []  # nobody left and nothing accepted alone: a keeps its place
+
+
+def test_with_a_lease_and_acceptance_alone_a_write_waits_for_the_record_to_empty() -> None:
+    replicas, log = replica_set(accept_alone=True)
+    replicas.recorded = frozenset()
+    log.end = 10
+    replicas.seen("a", "x", 10, 10, now_s=0.0)
+    replicas.record(frozenset({"a"}))
+    log.end = 20
+    gate = replicas.gate(20)
+    replicas.forget("a", now_s=0.1)
+    assert not gate.done()
+    replicas.record(frozenset())
+    assert gate.result(0) is None
+    assert replicas.stored_alone_total == 1
+
+
+def test_with_a_lease_and_nobody_left_a_write_is_refused_at_once() -> None:
+    replicas, log = replica_set()
+    replicas.recorded = frozenset()
+    log.end = 10
+    replicas.seen("a", "x", 10, 10, now_s=0.0)
+    replicas.record(frozenset({"a"}))
+    replicas.forget("a", now_s=0.1)
+    with pytest.raises(ReplicaUnavailableError):
+        replicas.gate(20).result(0)

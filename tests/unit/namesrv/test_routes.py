@@ -127,3 +127,17 @@ json_values = st.recursive(
 @given(json_values)
 def test_standard_form_is_json_for_any_value(value: object) -> None:
     assert json.loads(fastjson.dumps(value, standard=True)) == value
+
+
+def test_a_master_older_than_one_seen_is_refused() -> None:
+    table = RouteTable()
+    assert table.stale_master("b", "10.0.0.1:1", 0) is None  # no epoch: not judged
+    assert table.stale_master("b", "10.0.0.1:1", 1) is None
+    assert table.stale_master("b", "10.0.0.1:1", 1) is None  # the same master again
+    assert table.stale_master("b", "10.0.0.2:1", 2) is None  # elected after it
+    refused = table.stale_master("b", "10.0.0.1:1", 1)
+    assert refused == (
+        "broker b: 10.0.0.1:1 registers as master in epoch 1, 10.0.0.2:1 was master in epoch 2"
+    )
+    assert table.stale_master("b", "10.0.0.3:1", 2) is not None  # one master per epoch
+    assert table.stale_master("other", "10.0.0.1:1", 1) is None

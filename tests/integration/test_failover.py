@@ -1,0 +1,175 @@
+"""Automatic failover with real processes: three brokers of one name elect a master over a lease
+file; SIGKILL of the master hands the name to an in-sync replica within a bounded time, no
+acknowledged send is lost, the old master comes back as a replica with its log cut back to the
+new master's, and all three logs end byte-identical."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconsume.client.admin import AdminClient
+from reconsume.client.producer import Producer
+from reconsume.errors import ReconsumeError
+from reconsume.message.decode import decode_record
+from reconsume.message.model import Message
+from reconsume.store import MessageStore
+
+from ..polling import eventually
+from .cluster import start_broker
+from .processes import ServerProcess, start_server
+
+NAME = "elected"
+LEASE_MS = 1500
+
+
+@pytest.fixture
+def namesrv() -> Iterator[ServerProcess]:
+    process = start_server("namesrv", "--listen", "127.0.0.1:0")
+    yield process
+    process.stop()
+
+
+def start(namesrv: ServerProcess, root: Path, index: int) -> ServerProcess:
+    return start_broker(
+        namesrv.address, NAME, root / f"b{index}",
+        extra=("--election", f"file:{root / 'lease.json'}", "--broker-id", str(index),
+               "--replication", "Sync", "--lease-duration-ms", str(LEASE_MS),
+               "--replica-lag-max-ms", "1000"),
+    )  # fmt: skip
+
+
+def master_address(namesrv: ServerProcess) -> str | None:
+    async def ask() -> str | None:
+        async with AdminClient([namesrv.address]) as admin:
+            return next((b.master for b in await admin.brokers() if b.name == NAME), None)
+
+    return asyncio.run(ask())
+
+
+def lease(root: Path) -> dict[str, object]:
+    try:
+        document: dict[str, object] = json.loads((root / "lease.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return document
+
+
+async def send_all(namesrv: ServerProcess, bodies: list[str], deadline_s: float) -> list[str]:
+    """Send each body until it is acknowledged (at least once); the acknowledged ids."""
+    acked: list[str] = []
+    async with Producer([namesrv.address], send_timeout_s=2.0) as producer:
+        for body in bodies:
+            end = time.monotonic() + deadline_s
+            while True:
+                try:
+                    acked.append((await producer.send(Message("orders", body.encode()))).msg_id)
+                    break
+                except ReconsumeError:
+                    assert time.monotonic() < end, f"{body} not acknowledged in {deadline_s} s"
+                    await asyncio.sleep(0.05)
+    return acked
+
+
+def stored_ids(store: MessageStore) -> set[str]:
+    ids: set[str] = set()
+    for queue in store.queues.of_topic("orders"):
+        for phys, size, _tag in queue.entries(queue.min_offset, 1 << 20):
+            record = store.commitlog.read(phys, size)
+            assert record is not None
+            message = decode_record(record)
+            assert message.uniq_key is not None
+            ids.add(message.uniq_key)
+    return ids
+
+
+def test_a_killed_master_is_replaced_by_an_in_sync_replica_and_rejoins_as_one(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    try:
+        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
+        eventually(
+            lambda: sorted(lease(tmp_path).get("in_sync", [])) == [f"{NAME}-1", f"{NAME}-2"],
+            20,
+            "both replicas in sync",
+        )
+        acked = asyncio.run(send_all(namesrv, [f"before-{i}" for i in range(200)], 10))
+
+        killed_at = time.monotonic()
+        brokers[0].kill()
+        acked += asyncio.run(send_all(namesrv, ["during"], 20))
+        failover_s = time.monotonic() - killed_at
+        new_master = master_address(namesrv)
+        assert new_master in (brokers[1].address, brokers[2].address)
+        assert lease(tmp_path)["epoch"] == 2
+        assert failover_s < 3 * LEASE_MS / 1000 + 2, f"failover took {failover_s:.1f} s"
+        acked += asyncio.run(send_all(namesrv, [f"after-{i}" for i in range(200)], 10))
+
+        brokers[0] = start(namesrv, tmp_path, 0)  # back, as a replica
+        eventually(
+            lambda: f"{NAME}-0" in lease(tmp_path).get("in_sync", []), 30, "b0 in sync again"
+        )
+        acked += asyncio.run(send_all(namesrv, ["last"], 10))  # on every in-sync replica
+        assert master_address(namesrv) == new_master
+    finally:
+        for process in brokers.values():
+            process.stop()
+    stores = [MessageStore(tmp_path / f"b{i}", background=False) for i in range(3)]
+    try:
+        logs = set()
+        for store in stores:
+            logs.add(bytes(store.read_log(store.commitlog.min_offset, 1 << 30)))
+            assert set(acked) <= stored_ids(store)
+        assert len(logs) == 1, "the three logs differ"
+        assert [e.epoch for e in stores[0].epochs.entries][-1] == 2
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_a_frozen_master_is_fenced_and_rejoins_as_a_replica(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    try:
+        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
+        eventually(
+            lambda: lease(tmp_path).get("in_sync") == [f"{NAME}-1", f"{NAME}-2"],
+            20,
+            "b1 and b2 in sync",
+        )
+        acked = asyncio.run(send_all(namesrv, [f"before-{i}" for i in range(100)], 10))
+        brokers[0].process.send_signal(signal.SIGSTOP)
+        try:
+            acked += asyncio.run(send_all(namesrv, [f"frozen-{i}" for i in range(100)], 20))
+            assert master_address(namesrv) in (brokers[1].address, brokers[2].address)
+        finally:
+            brokers[0].process.send_signal(signal.SIGCONT)
+        eventually(
+            lambda: any("no longer master" in line for line in brokers[0].output),
+            10,
+            "b0 steps down",
+        )
+        eventually(
+            lambda: f"{NAME}-0" in lease(tmp_path).get("in_sync", []), 20, "b0 in sync again"
+        )
+        acked += asyncio.run(send_all(namesrv, ["last"], 10))
+        assert master_address(namesrv) != brokers[0].address
+    finally:
+        for process in brokers.values():
+            process.stop()
+    stores = [MessageStore(tmp_path / f"b{i}", background=False) for i in range(3)]
+    try:
+        assert len({store.read_log(0, 1 << 30) for store in stores}) == 1
+        for store in stores:
+            assert set(acked) <= stored_ids(store)
+    finally:
+        for store in stores:
+            store.close()

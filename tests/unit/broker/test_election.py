@@ -1,0 +1,125 @@
+"""The election over a lease file: the first master, renewals, takeover by an in-sync replica
+only after the lease went unrenewed for its duration, fencing of the old master, races."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from reconsume.broker.election import Elector
+from reconsume.broker.lease import FileLeaseStore, LeaseConflict, LeaseRecord
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(
+    path: Path, clock: Clock, name: str, *, preferred: bool = False, unclean: bool = False
+) -> Elector:
+    return Elector(
+        FileLeaseStore(path),
+        name,
+        f"{name}:10911",
+        duration_s=6.0,
+        margin_s=1.0,
+        preferred=preferred,
+        unclean=unclean,
+        clock=clock,
+    )
+
+
+def run(coroutine):  # type: ignore[no-untyped-def]
+    return asyncio.run(coroutine)
+
+
+def test_the_preferred_broker_takes_the_first_lease_others_wait(tmp_path: Path) -> None:
+    clock = Clock()
+    lease = tmp_path / "lease.json"
+    a = elector(lease, clock, "a", preferred=True)
+    b = elector(lease, clock, "b")
+    assert not run(b.step()).master  # not preferred: waits for a
+    first = run(a.step())
+    assert (first.master, first.epoch, first.master_address) == (True, 1, "a:10911")
+    assert run(b.step()).master_address == "a:10911"
+    clock.now += 20
+    assert not run(b.step()).master  # a's lease is there; b only takes an expired one it is in
+
+
+def test_an_absent_preferred_broker_is_replaced_after_two_durations(tmp_path: Path) -> None:
+    clock = Clock()
+    b = elector(tmp_path / "lease.json", clock, "b")
+    assert not run(b.step()).master
+    clock.now += 12
+    assert run(b.step()).master
+
+
+def test_an_in_sync_replica_takes_over_once_the_lease_went_unrenewed(tmp_path: Path) -> None:
+    clock = Clock()
+    lease = tmp_path / "lease.json"
+    a = elector(lease, clock, "a", preferred=True)
+    b, c = elector(lease, clock, "b"), elector(lease, clock, "c")
+    run(a.step())
+    assert run(a.record_in_sync(frozenset({"b"})))
+    for _ in range(5):  # renewals keep it
+        clock.now += 2
+        assert run(a.step()).master
+        assert not run(b.step()).master
+    deadline = a.valid_until
+    clock.now += 5.9  # a stops renewing
+    assert not run(b.step()).master
+    clock.now += 0.2
+    assert clock.now >= deadline  # a stopped writing before anyone could take over
+    assert not a.may_write()
+    assert not run(c.step()).master  # not in sync
+    taken = run(b.step())
+    assert (taken.master, taken.epoch) == (True, 2)
+    deposed = run(a.step())  # a comes back: fenced
+    assert (deposed.master, deposed.master_address) == (False, "b:10911")
+    assert not run(a.record_in_sync(frozenset()))
+
+
+def test_with_nobody_in_sync_only_an_unclean_election_replaces_the_master(tmp_path: Path) -> None:
+    clock = Clock()
+    lease = tmp_path / "lease.json"
+    run(elector(lease, clock, "a", preferred=True).step())
+    clean, unclean = elector(lease, clock, "b"), elector(lease, clock, "c", unclean=True)
+    run(clean.step())
+    run(unclean.step())
+    clock.now += 7
+    assert not run(clean.step()).master
+    assert run(unclean.step()).master
+
+
+def test_of_two_in_sync_replicas_racing_one_wins(tmp_path: Path) -> None:
+    clock = Clock()
+    lease = tmp_path / "lease.json"
+    a = elector(lease, clock, "a", preferred=True)
+    run(a.step())
+    run(a.record_in_sync(frozenset({"b", "c"})))
+    b, c = elector(lease, clock, "b"), elector(lease, clock, "c")
+    run(b.step())
+    run(c.step())
+    clock.now += 7
+
+    async def race() -> list[bool]:
+        return [s.master for s in await asyncio.gather(b.step(), c.step())]
+
+    assert sorted(run(race())) == [False, True]
+
+
+def test_the_lease_file_is_compare_and_swap(tmp_path: Path) -> None:
+    store = FileLeaseStore(tmp_path / "lease.json")
+    first = run(store.write(LeaseRecord("a", "a:1", 1), None))
+    with pytest.raises(LeaseConflict):
+        run(store.write(LeaseRecord("b", "b:1", 1), None))
+    second = run(store.write(LeaseRecord("a", "a:1", 1, ("b",)), first.version))
+    with pytest.raises(LeaseConflict):
+        run(store.write(LeaseRecord("c", "c:1", 2), first.version))
+    assert run(store.read()) == second
