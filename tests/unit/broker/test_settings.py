@@ -48,6 +48,13 @@ def test_defaults_are_valid() -> None:
         ),
         ({"replication": "sync"}, "replication", "is not Async or Sync"),
         ({"replica_lag_max_ms": 0}, "replica_lag_max_ms", "must be positive"),
+        ({"election": "etcd:x"}, "election", "is not file:PATH"),
+        (
+            {"election": "file:l", "broker_id": 1, "master_address": "127.0.0.1:1"},
+            "master_address",
+            "the lease names the master",
+        ),
+        ({"election": "file:l", "lease_duration_ms": 10}, "lease_duration_ms", "at least 300"),
         ({"default_topic_queue_nums": 0}, "default_topic_queue_nums", "is not 1-1024"),
         ({"default_topic_queue_nums": 1025}, "default_topic_queue_nums", "is not 1-1024"),
         ({"flush_mode": "sync"}, "flush_mode", "is not Async or Sync"),
