@@ -17,6 +17,7 @@ next one starts with a handshake again after a bounded backoff.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -78,26 +79,35 @@ class Follower:
         self._on_appended = on_appended
         """Told what each answer appended (long polling wakes the pulls waiting for it)."""
         self.state = FollowerState()
+        self._master_changed = asyncio.Event()
         self._metadata_version: str | None = None
         self._metadata_at = 0.0
+
+    def master_changed(self) -> None:
+        """Another master was elected: follow it now, whatever the backoff."""
+        self._master_changed.set()
 
     async def run(self) -> None:
         """Follow until cancelled."""
         backoff = 0.05
         while True:
+            self._master_changed.clear()
             address = self._master()
             self.state.master = address
-            if address is None:
-                await asyncio.sleep(0.2)
-                continue
-            try:
-                await self._follow(address)
-            except (RemotingError, ReplicationError, InvalidArgumentError, StoreError) as exc:
-                self.state.errors += 1
-                log.warning("replicating from %s: %s; again in %.2fs", address, exc, backoff)
-            self.state.connected = False
-            await asyncio.sleep(backoff)
-            backoff = next_backoff(backoff, 2.0)
+            if address is not None:
+                try:
+                    await self._follow(address)
+                except (RemotingError, ReplicationError, InvalidArgumentError, StoreError) as exc:
+                    self.state.errors += 1
+                    log.warning("replicating from %s: %s; again in %.2fs", address, exc, backoff)
+                self.state.connected = False
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(backoff if address is not None else 0.2):
+                    await self._master_changed.wait()
+            if self._master_changed.is_set():
+                backoff = 0.05
+            elif address is not None:
+                backoff = next_backoff(backoff, 2.0)
 
     async def close(self) -> None:
         await self._client.close()

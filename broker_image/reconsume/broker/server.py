@@ -299,7 +299,9 @@ class Broker:
         """Failover's hook: change role (or only the master followed)."""
         role = self._role
         if isinstance(role, ReplicaRole) and not leadership.master:
-            role.master = leadership.master_address
+            if role.master != leadership.master_address:
+                role.master = leadership.master_address
+                role.follower.master_changed()
             return
         if isinstance(role, MasterRole) and leadership.master:
             return
