@@ -28,11 +28,10 @@ from typing import Any
 
 from reconsume.engine.delays import DelayLevels
 from reconsume.engine.retry import (
-    DeadLetterReason,
     DelayLevelPolicy,
     RetryDecision,
     RetryPolicy,
-    past_max_reconsume_times,
+    dead_letter_reason,
 )
 from reconsume.errors import InvalidArgumentError
 
@@ -60,10 +59,9 @@ class _Decide:
     def decide(
         self, reconsume_times: int, max_reconsume_times: int, requested_delay_level: int
     ) -> RetryDecision:
-        if requested_delay_level < 0:
-            return RetryDecision.dead(DeadLetterReason.CONSUMER_REQUESTED)
-        if past_max_reconsume_times(reconsume_times, max_reconsume_times):
-            return RetryDecision.dead(DeadLetterReason.MAX_RECONSUME_TIMES)
+        dead = dead_letter_reason(reconsume_times, max_reconsume_times, requested_delay_level)
+        if dead is not None:
+            return RetryDecision.dead(dead)
         if requested_delay_level > 0:  # the consumer chose a level: it gets that level
             return RetryDecision.retry(self.levels.clamp(requested_delay_level))
         return RetryDecision.retry_after(min(self.delay_ms(reconsume_times), self.max_delay_ms))

@@ -94,6 +94,19 @@ def max_reconsume_times(group_retry_max_times: int, header_max_reconsume_times: 
     return group_retry_max_times
 
 
+def dead_letter_reason(
+    reconsume_times: int, max_reconsume_times: int, requested_delay_level: int
+) -> DeadLetterReason | None:
+    """Why a send-back goes to the dead-letter queue whatever the policy, or None: the
+    consumer asked for it (a negative delay level), or the message has been reconsumed its
+    group's maximum number of times."""
+    if requested_delay_level < 0:
+        return DeadLetterReason.CONSUMER_REQUESTED
+    if past_max_reconsume_times(reconsume_times, max_reconsume_times):
+        return DeadLetterReason.MAX_RECONSUME_TIMES
+    return None
+
+
 def next_delay_level(reconsume_times: int, levels: DelayLevels) -> int:
     """``3 + reconsumeTimes``, clamped to the last level (and to at least level 1)."""
     return max(1, levels.clamp(RETRY_DELAY_LEVEL_BASE + reconsume_times))
@@ -108,10 +121,9 @@ class DelayLevelPolicy:
     def decide(
         self, reconsume_times: int, max_reconsume_times: int, requested_delay_level: int
     ) -> RetryDecision:
-        if requested_delay_level < 0:
-            return RetryDecision.dead(DeadLetterReason.CONSUMER_REQUESTED)
-        if past_max_reconsume_times(reconsume_times, max_reconsume_times):
-            return RetryDecision.dead(DeadLetterReason.MAX_RECONSUME_TIMES)
+        dead = dead_letter_reason(reconsume_times, max_reconsume_times, requested_delay_level)
+        if dead is not None:
+            return RetryDecision.dead(dead)
         if requested_delay_level == 0:
             return RetryDecision.retry(next_delay_level(reconsume_times, self.levels))
         return RetryDecision.retry(self.levels.clamp(requested_delay_level))
