@@ -22,7 +22,9 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from reconsume import __version__
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.health import Readiness
+from reconsume.broker.replication_metrics import replication_metrics
 from reconsume.broker.retry_metrics import retry_metrics
+from reconsume.broker.roles import Role
 
 PREFIX = "reconsume_"
 
@@ -40,6 +42,12 @@ class MetricsSource(Protocol):
         """Per name server: [successful, failed] registrations."""
 
     def readiness(self) -> Readiness: ...
+
+    def current_role(self) -> Role | None:
+        """Master or replica; None until the broker has one."""
+
+    def failovers(self) -> int:
+        """Times this broker took over as master from another."""
 
 
 def _counter(name: str, documentation: str, labels: Sequence[str] = ()) -> CounterMetricFamily:
@@ -81,6 +89,7 @@ class BrokerCollector(Collector):
             yield from self._store(context)
             yield from self._clients(context)
             yield from retry_metrics(context)
+        yield from replication_metrics(source.current_role(), source.failovers())
 
     def _traffic(self, context: BrokerContext) -> Iterable[CounterMetricFamily]:
         stats = context.stats

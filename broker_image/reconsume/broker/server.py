@@ -132,6 +132,12 @@ class Broker:
     def current_context(self) -> BrokerContext | None:
         return self._context
 
+    def current_role(self) -> Role | None:
+        return self._role
+
+    def failovers(self) -> int:
+        return 0 if self._failover is None else self._failover.elector.takeovers
+
     def connection_count(self) -> int:
         return len(self.server.connections)
 

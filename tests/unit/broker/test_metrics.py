@@ -33,6 +33,12 @@ class Source:
     def readiness(self) -> Readiness:
         return Readiness(self.context is not None, "ok")
 
+    def current_role(self) -> None:
+        return None
+
+    def failovers(self) -> int:
+        return 0
+
 
 @pytest.fixture
 def context(tmp_path: Path) -> Iterator[BrokerContext]:
