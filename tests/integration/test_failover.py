@@ -173,3 +173,30 @@ def test_a_frozen_master_is_fenced_and_rejoins_as_a_replica(
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_master_stopped_cleanly_hands_over_without_waiting_for_its_lease(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    try:
+        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
+        eventually(
+            lambda: sorted(lease(tmp_path).get("in_sync", [])) == [f"{NAME}-1", f"{NAME}-2"],
+            20,
+            "both replicas in sync",
+        )
+        acked = asyncio.run(send_all(namesrv, [f"before-{i}" for i in range(100)], 10))
+        stopped_at = time.monotonic()
+        assert brokers[0].stop() == 0
+        acked += asyncio.run(send_all(namesrv, ["after"], 10))
+        handed_over_s = time.monotonic() - stopped_at
+        assert lease(tmp_path)["epoch"] == 2
+        # well under the lease's duration: nobody waited for it to run out
+        assert handed_over_s < LEASE_MS / 1000, f"the hand-over took {handed_over_s:.2f} s"
+    finally:
+        for process in brokers.values():
+            process.stop()
+    for i in (1, 2):
+        with MessageStore(tmp_path / f"b{i}", background=False) as store:
+            assert set(acked) <= stored_ids(store)

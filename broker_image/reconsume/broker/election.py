@@ -116,6 +116,22 @@ class Elector:
         await self._write(replace(record, in_sync=tuple(sorted(members))), record)
         return self.master
 
+    async def release(self) -> None:
+        """As master, give the lease up (a clean stop): an in-sync replica takes it at its next
+        look instead of after a whole duration."""
+        if not self.master:
+            return
+        self.master = False
+        self.valid_until = 0.0
+        try:
+            record = await self.store.read()
+            if record is not None and record.holder == self.identity:
+                released = replace(record, holder=None, address=None)
+                await self.store.write(released, record.version)
+                log.info("handed the lease over in epoch %d", record.epoch)
+        except (LeaseConflict, OSError, ReconsumeError, ValueError, TypeError) as exc:
+            log.warning("cannot hand the lease over: %s", exc)
+
     @property
     def epoch(self) -> int:
         return 0 if self.record is None else self.record.epoch

@@ -16,10 +16,21 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from reconsume.broker.context import BrokerContext
 from reconsume.broker.election import Elector, Leadership
+from reconsume.broker.lease import FileLeaseStore
+from reconsume.broker.registration import Registrar
+from reconsume.broker.roles import MasterRole, ReplicaRole, Role
+from reconsume.broker.settings import BrokerSettings, ReplicationMode
+from reconsume.engine.delays import DelayLevels
+from reconsume.errors import StoreError
 from reconsume.store import MessageStore
+from reconsume.wire.transport import Handler, RemotingServer
 
 log = logging.getLogger(__name__)
+
+HAND_OVER_WAIT_S = 2.0
+"""At most this long a stopping master waits for its in-sync replicas to store its log."""
 
 
 class Failover:
@@ -67,3 +78,124 @@ class Failover:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+
+class RoleKeeper:
+    """The broker's role: taken at start (fixed by the settings, or elected), changed by
+    :class:`Failover`, handed over on a clean stop."""
+
+    def __init__(
+        self,
+        context: BrokerContext,
+        settings: BrokerSettings,
+        delays: DelayLevels,
+        server: RemotingServer,
+        handlers: dict[int, Handler],
+        register: Callable[[int, Handler], None],
+        registrar: Registrar,
+    ) -> None:
+        self.context = context
+        self.settings = settings
+        self.delays = delays
+        self.server = server
+        self.handlers = handlers
+        self._register = register
+        self.registrar = registrar
+        self.identity = f"{settings.broker_name}-{settings.broker_id}"
+        """This broker among those of its name (the lease and the in-sync set use it)."""
+        self.role: Role | None = None
+        self.failover: Failover | None = None
+        if settings.election is not None:
+            self.failover = Failover(self._elector(), context.store, self.become)
+
+    def _elector(self) -> Elector:
+        settings = self.settings
+        _scheme, _sep, path = (settings.election or "").partition(":")
+        duration_s = settings.lease_duration_ms / 1000
+        return Elector(
+            FileLeaseStore(path),
+            self.identity,
+            self.context.address,
+            duration_s=duration_s,
+            margin_s=duration_s / 5,
+            preferred=settings.broker_id == 0,
+            unclean=settings.replication is ReplicationMode.ASYNC
+            or settings.replication_accept_alone,
+        )
+
+    def failovers(self) -> int:
+        return 0 if self.failover is None else self.failover.elector.takeovers
+
+    async def start(self) -> None:
+        """The first role, before the broker serves."""
+        settings = self.settings
+        leadership = Leadership(settings.broker_id == 0, 0, settings.master_address)
+        if self.failover is not None:
+            leadership = await self.failover.first()
+        await self._take(leadership)
+
+    def start_failover(self) -> None:
+        if self.failover is not None:
+            self.failover.start()
+
+    async def _take(self, leadership: Leadership) -> None:
+        """Become what ``leadership`` says: handlers, role, registration."""
+        context, settings = self.context, self.settings
+        role: Role
+        if leadership.master:
+            elector = None if self.failover is None else self.failover.elector
+            epoch = leadership.epoch if elector is not None else None
+            role = MasterRole(context, settings, self.delays, epoch=epoch, elector=elector)
+        else:
+            role = ReplicaRole(context, self.identity, leadership.master_address)
+        for code, handler in {**self.handlers, **role.handlers()}.items():
+            self._register(code, handler)
+        await role.start(self.server)
+        self.role = role
+        # a replica registers under an id of its own: with an election its index + 1
+        replica_id = settings.broker_id + (1 if self.failover is not None else 0)
+        self.registrar.broker_id = 0 if leadership.master else replica_id
+        self.registrar.epoch = leadership.epoch
+        self.registrar.topics_changed()
+
+    async def become(self, leadership: Leadership) -> None:
+        """Failover's hook: change role, or only the master a replica follows."""
+        role = self.role
+        if isinstance(role, ReplicaRole) and not leadership.master:
+            if role.master != leadership.master_address:
+                role.master = leadership.master_address
+                role.follower.master_changed()
+            return
+        if isinstance(role, MasterRole) and leadership.master:
+            return
+        if role is not None:
+            await role.stop()
+        await self._take(leadership)
+
+    async def hand_over(self) -> None:
+        """Stop electing and, as master, hand the lease over (while replicas are still
+        connected: they store the rest of the log first)."""
+        if self.failover is not None:
+            await self.failover.stop()
+            await self._hand_over()
+
+    async def stop(self) -> None:
+        await self.hand_over()
+        if self.role is not None:
+            await self.role.stop()
+            self.role = None
+
+    async def _hand_over(self) -> None:
+        """A master stopping cleanly stops appending, lets its in-sync replicas store its
+        whole log (up to ``HAND_OVER_WAIT_S``) and gives the lease up: a replica takes over at
+        its next look instead of after the lease's whole duration."""
+        role, failover = self.role, self.failover
+        if not isinstance(role, MasterRole) or failover is None or not failover.elector.master:
+            return
+        store = role.context.store
+        store.writable_until = 0.0
+        if role.replicas.in_sync:
+            stored = asyncio.wrap_future(role.replicas.caught_up(store.commitlog.write_offset))
+            with contextlib.suppress(TimeoutError, StoreError):
+                await asyncio.wait_for(stored, HAND_OVER_WAIT_S)
+        await failover.elector.release()

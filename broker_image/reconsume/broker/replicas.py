@@ -172,6 +172,19 @@ class ReplicaSet:
         missing = ReplicaState("", "", acked=-1)
         return [self.replicas.get(member, missing) for member in self.recorded]
 
+    def caught_up(self, end_offset: int) -> Future[None]:
+        """Done once every counted replica has stored the log up to ``end_offset``, whatever
+        the replication mode (a master handing over); fails at once with nobody in sync."""
+        future: Future[None] = Future()
+        counting = self._counting()
+        if counting is None:
+            future.set_exception(ReplicaUnavailableError("no replica is in sync"))
+        elif min(state.acked for state in counting) >= end_offset:
+            future.set_result(None)
+        else:
+            heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
+        return future
+
     def gate(self, end_offset: int) -> Future[None]:
         """A future done once ``end_offset`` counts as stored on the replicas: at once without
         Sync replication; when every in-sync replica acknowledged it; failing with

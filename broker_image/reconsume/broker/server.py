@@ -30,19 +30,17 @@ from reconsume.broker.admin import AdminProcessor
 from reconsume.broker.admin_stats import AdminStatsProcessor
 from reconsume.broker.clients import ClientProcessor
 from reconsume.broker.context import BrokerContext
-from reconsume.broker.election import Elector, Leadership
-from reconsume.broker.failover import Failover
+from reconsume.broker.failover import RoleKeeper
 from reconsume.broker.http_endpoint import HttpEndpoint, Request, Response, text
-from reconsume.broker.lease import FileLeaseStore
 from reconsume.broker.metrics import broker_registry
 from reconsume.broker.offsets import OffsetProcessor
 from reconsume.broker.pull import PullProcessor
 from reconsume.broker.registration import Registrar
-from reconsume.broker.roles import MasterRole, ReplicaRole, Role
+from reconsume.broker.roles import Role
 from reconsume.broker.runtime_info import BrokerInfoProcessor, Throughput
 from reconsume.broker.send import SendProcessor
 from reconsume.broker.send_back import SendBackProcessor
-from reconsume.broker.settings import BrokerSettings, ReplicationMode
+from reconsume.broker.settings import BrokerSettings
 from reconsume.engine.delays import DelayLevels
 from reconsume.engine.scheduled import schedule_tags_code
 from reconsume.engine.timer_message import timer_tags_code
@@ -110,13 +108,8 @@ class Broker:
         self._http: HttpEndpoint | None = None
         self._store: MessageStore | None = None
         self._context: BrokerContext | None = None
-        self._failover: Failover | None = None
-        self._built: BrokerContext | None = None
-        """The context once made (``_context`` is set only once the broker serves)."""
-        self._handlers: dict[int, Handler] = {}
-        self._delays = DelayLevels.parse(settings.delay_levels)
+        self._roles: RoleKeeper | None = None
         self._registrar: Registrar | None = None
-        self._role: Role | None = None
         self._registrations: Mapping[str, Sequence[int]] = {}
         self._housekeeping: asyncio.Task[None] | None = None
         self._throughput: Throughput | None = None
@@ -133,10 +126,10 @@ class Broker:
         return self._context
 
     def current_role(self) -> Role | None:
-        return self._role
+        return None if self._roles is None else self._roles.role
 
     def failovers(self) -> int:
-        return 0 if self._failover is None else self._failover.elector.takeovers
+        return 0 if self._roles is None else self._roles.failovers()
 
     def connection_count(self) -> int:
         return len(self.server.connections)
@@ -233,20 +226,21 @@ class Broker:
             delays,
             topics_registered=registrar.registered,
         )
-        self._delays = delays
-        self._built = context
-        self._handlers = self._base_handlers(context)
-        leadership = Leadership(settings.broker_id == 0, 0, settings.master_address)
-        if settings.election is not None:
-            self._failover = Failover(self._elector(settings), store, self._become)
-            leadership = await self._failover.first()
-        await self._take(leadership)
+        roles = self._roles = RoleKeeper(
+            context,
+            settings,
+            delays,
+            self.server,
+            self._base_handlers(context),
+            lambda code, handler: self.dispatcher.register(code, guarded(handler)),
+            registrar,
+        )
+        await roles.start()
         self.server.on_disconnect.append(context.consumers.connection_closed)
         await self.server.start_serving()
         self._context = context
         registrar.start()
-        if self._failover is not None:
-            self._failover.start()
+        roles.start_failover()
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
             "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush)",
@@ -260,61 +254,6 @@ class Broker:
         )
         return self.address
 
-    def _elector(self, settings: BrokerSettings) -> Elector:
-        _scheme, _sep, path = (settings.election or "").partition(":")
-        duration_s = settings.lease_duration_ms / 1000
-        return Elector(
-            FileLeaseStore(path),
-            self._identity,
-            self.address,
-            duration_s=duration_s,
-            margin_s=duration_s / 5,
-            preferred=settings.broker_id == 0,
-            unclean=settings.replication is ReplicationMode.ASYNC
-            or settings.replication_accept_alone,
-        )
-
-    @property
-    def _identity(self) -> str:
-        """This broker among the brokers of its name (the lease and the in-sync set use it)."""
-        return f"{self.settings.broker_name}-{self.settings.broker_id}"
-
-    async def _take(self, leadership: Leadership) -> None:
-        """Become what ``leadership`` says: handlers, role, registration."""
-        context, settings = self._built, self.settings
-        assert context is not None
-        role: Role
-        if leadership.master:
-            elector = None if self._failover is None else self._failover.elector
-            epoch = leadership.epoch if elector is not None else None
-            role = MasterRole(context, settings, self._delays, epoch=epoch, elector=elector)
-        else:
-            role = ReplicaRole(context, self._identity, leadership.master_address)
-        for code, handler in {**self._handlers, **role.handlers()}.items():
-            self.dispatcher.register(code, guarded(handler))
-        await role.start(self.server)
-        self._role = role
-        registrar = self._registrar
-        if registrar is not None:
-            replica_id = settings.broker_id + (1 if self._failover is not None else 0)
-            registrar.broker_id = 0 if leadership.master else replica_id
-            registrar.epoch = leadership.epoch
-            registrar.topics_changed()
-
-    async def _become(self, leadership: Leadership) -> None:
-        """Failover's hook: change role (or only the master followed)."""
-        role = self._role
-        if isinstance(role, ReplicaRole) and not leadership.master:
-            if role.master != leadership.master_address:
-                role.master = leadership.master_address
-                role.follower.master_changed()
-            return
-        if isinstance(role, MasterRole) and leadership.master:
-            return
-        if role is not None:
-            await role.stop()
-        await self._take(leadership)
-
     def _topic_wrapper(self) -> dict[str, Any]:
         """``TopicConfigSerializeWrapper``: the topic table and its data version."""
         context = self.context
@@ -326,7 +265,7 @@ class Broker:
         }
 
     def _base_handlers(self, context: BrokerContext) -> dict[int, Handler]:
-        """Every broker's handlers; a role adds its own or replaces some (:meth:`_take`)."""
+        """Every broker's handlers; a role adds its own or replaces some (:class:`RoleKeeper`)."""
         send = SendProcessor(context)
         send_back = SendBackProcessor(context)
         pull = PullProcessor(context)
@@ -385,6 +324,8 @@ class Broker:
         then stop the HTTP endpoint."""
         self._stopping = True
         self.server.stop_accepting()
+        if self._roles is not None:
+            await self._roles.hand_over()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -394,11 +335,8 @@ class Broker:
             await self._registrar.close()
             self._registrar = None
         await self.server.stop()
-        if self._failover is not None:
-            await self._failover.stop()
-        if self._role is not None:
-            await self._role.stop()
-            self._role = None
+        if self._roles is not None:
+            await self._roles.stop()
         self._context = None  # scrapes from here on leave out the closing store
         if self._store is not None:
             self._store.close()
