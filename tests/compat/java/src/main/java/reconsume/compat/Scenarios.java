@@ -17,6 +17,7 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.MessageQueueSelector;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -58,6 +59,7 @@ final class Scenarios {
             case "broadcasting" -> broadcasting();
             case "retry" -> retry();
             case "orderly" -> orderly();
+            case "failover" -> failover();
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
         }
     }
@@ -369,6 +371,48 @@ final class Scenarios {
             }
             return consumed.containsAll(bodies);
         });
+        close(consumer::shutdown, producer::shutdown);
+    }
+
+    /**
+     * Sends {@code count} messages one at a time, each again until it is acknowledged with
+     * SEND_OK (a send fails or is answered SLAVE_NOT_AVAILABLE while a broker's master is being
+     * replaced), with a push consumer receiving them; returns once every acknowledged message
+     * has been received. The test kills the master meanwhile. The producer asks the name server
+     * for routes every {@code --poll-ms} (default 1000; the client's own default is 30 s).
+     */
+    private void failover() throws Exception {
+        int count = clients.number("count", 300);
+        int pauseMs = clients.number("pause-ms", 20);
+        Map<String, Integer> seen = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer consumer = clients.consumer(group, "consumer", topic);
+        consumer.registerMessageListener(recorder("consumer", seen));
+        consumer.start();
+        DefaultMQProducer producer = clients.producer(group + "-producer");
+        producer.setPollNameServerInterval(clients.number("poll-ms", 1000));
+        List<String> bodies = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            String body = prefix + " " + i;
+            while (true) {
+                long sentAt = System.currentTimeMillis();
+                try {
+                    SendResult result = producer.send(new Message(topic, tag, body.getBytes(StandardCharsets.UTF_8)));
+                    if (result.getSendStatus() == SendStatus.SEND_OK) {
+                        events.emit("sent", Events.concat(Events.sent(result, sentAt), "kind", "sync", "body", body,
+                            "index", i));
+                        break;
+                    }
+                    events.emit("sendNotOk", "body", body, "status", result.getSendStatus().name());
+                } catch (Exception e) {
+                    events.emit("sendFailed", "body", body, "error", e.getClass().getSimpleName());
+                }
+                clients.await("a send of " + body, () -> true);  // fails past the deadline
+                Thread.sleep(pauseMs);
+            }
+            bodies.add(body);
+            Thread.sleep(pauseMs);
+        }
+        clients.await("every acknowledged message consumed", () -> seen.keySet().containsAll(bodies));
         close(consumer::shutdown, producer::shutdown);
     }
 

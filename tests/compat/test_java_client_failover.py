@@ -1,0 +1,96 @@
+"""Apache RocketMQ's Java client (rocketmq-client 4.9.8, unchanged) through a failover: three
+reconsume brokers of one name elect their master (``--election``, Sync replication); while the
+driver's producer sends one message at a time and its push consumer receives them, the master
+is killed with SIGKILL. The client goes on without a restart: every message it had acknowledged
+is received, and it keeps sending to the master that replaced the killed one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from reconsume.client.admin import AdminClient
+from reconsume.message.ids import parse_offset_msg_id
+
+from ..integration.processes import start_server
+from ..integration.test_failover import lease, master_address, start
+from ..polling import eventually
+from .conftest import JavaClient
+
+TOPIC = "java-failover"
+GROUP = "java_failover"
+COUNT = 300
+KILL_AFTER = 100
+
+
+def test_the_java_client_goes_on_through_a_failover(
+    java_client: JavaClient, tmp_path: Path
+) -> None:
+    namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    driver: subprocess.Popen[str] | None = None
+    events: list[dict[str, Any]] = []
+    try:
+        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
+        eventually(
+            lambda: len(lease(tmp_path).get("in_sync", [])) == 2, 20, "both replicas in sync"
+        )
+
+        async def create() -> None:
+            async with AdminClient([namesrv.address]) as admin:
+                await admin.create_topic(TOPIC, queues=4)
+
+        asyncio.run(create())
+        command = java_client.command(
+            "failover",
+            f"--namesrv={namesrv.address}",
+            f"--topic={TOPIC}",
+            f"--group={GROUP}",
+            f"--count={COUNT}",
+            "--queues=4",
+            "--timeout-ms=80000",
+            state_dir=tmp_path / "java",
+        )
+        driver = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+        def read(stdout: Any) -> None:
+            for line in stdout:  # one at a time: the test watches the list grow
+                events.append(json.loads(line))  # noqa: PERF401
+
+        reader = threading.Thread(target=read, args=(driver.stdout,), daemon=True)
+        reader.start()
+        sent = lambda: [e for e in events if e["event"] == "sent"]  # noqa: E731
+        eventually(lambda: len(sent()) >= KILL_AFTER, 40, f"{KILL_AFTER} sends")
+        brokers[0].kill()
+        returncode = driver.wait(90)
+        reader.join(10)
+        stderr = driver.stderr.read() if driver.stderr else ""
+        assert returncode == 0, f"driver exit {returncode}: {stderr[-3000:]}"
+        assert events[-1]["event"] == "done"
+        acknowledged = {e["body"] for e in sent()}
+        received = {e["body"] for e in events if e["event"] == "received"}
+        assert len(acknowledged) == COUNT
+        assert acknowledged <= received
+        new_master = master_address(namesrv)
+        assert new_master in (brokers[1].address, brokers[2].address)
+        after_kill = sent()[KILL_AFTER + 5 :]
+        assert after_kill, "nothing sent after the kill"
+        hosts = {str(parse_offset_msg_id(e["offsetMsgId"])[0]) for e in after_kill[-10:]}
+        assert hosts == {new_master}
+    finally:
+        if driver is not None:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+            for pipe in (driver.stdout, driver.stderr):
+                if pipe is not None:
+                    pipe.close()
+        for process in brokers.values():
+            process.stop()
+        namesrv.stop()
