@@ -17,6 +17,7 @@ No quorum beyond the lease's own store is needed: on Kubernetes that is the API 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -67,6 +68,10 @@ class Elector:
         self.valid_until = 0.0
         """Monotonic time until which this broker may write, as master."""
         self.takeovers = 0
+        """Times this broker took the lease from another broker (a failover to it)."""
+        self._lock = asyncio.Lock()
+        """One lease operation at a time: a renewal and a write of the in-sync set read the
+        same version, and the second would conflict with the first."""
 
     @property
     def renew_interval_s(self) -> float:
@@ -79,6 +84,10 @@ class Elector:
 
     async def step(self) -> Leadership:
         """Read the lease, then renew it (master) or take it when it expired (replica)."""
+        async with self._lock:
+            return await self._step()
+
+    async def _step(self) -> Leadership:
         try:
             record = await self.store.read()
         except (OSError, ReconsumeError, ValueError, TypeError) as exc:
@@ -99,38 +108,38 @@ class Elector:
                 taken = LeaseRecord(None, None, 0, duration_s=self.duration_s)
             else:
                 taken = replace(record, duration_s=self.duration_s)
+            previous = None if record is None else record.holder
             if await self._write(taken.taken_by(self.identity, self.address), record):
-                self.takeovers += 1
-                log.warning(
-                    "took the lease in epoch %d (it was %s's)",
-                    self.epoch,
-                    record and record.holder,
-                )
+                if record is not None and previous != self.identity:
+                    self.takeovers += 1  # someone held it before (or handed it over)
+                log.warning("took the lease in epoch %d from %s", self.epoch, previous or "nobody")
         return self._leadership()
 
     async def record_in_sync(self, members: frozenset[str]) -> bool:
         """As master, record ``members`` as the in-sync set; False when not (deposed)."""
-        record = self.record
-        if not self.master or record is None:
-            return False
-        await self._write(replace(record, in_sync=tuple(sorted(members))), record)
-        return self.master
+        async with self._lock:  # a renewal in between would make this write conflict
+            record = self.record
+            if not self.master or record is None:
+                return False
+            await self._write(replace(record, in_sync=tuple(sorted(members))), record)
+            return self.master
 
     async def release(self) -> None:
         """As master, give the lease up (a clean stop): an in-sync replica takes it at its next
         look instead of after a whole duration."""
-        if not self.master:
-            return
-        self.master = False
-        self.valid_until = 0.0
-        try:
-            record = await self.store.read()
-            if record is not None and record.holder == self.identity:
-                released = replace(record, holder=None, address=None)
-                await self.store.write(released, record.version)
-                log.info("handed the lease over in epoch %d", record.epoch)
-        except (LeaseConflict, OSError, ReconsumeError, ValueError, TypeError) as exc:
-            log.warning("cannot hand the lease over: %s", exc)
+        async with self._lock:
+            if not self.master:
+                return
+            self.master = False
+            self.valid_until = 0.0
+            try:
+                record = await self.store.read()
+                if record is not None and record.holder == self.identity:
+                    released = replace(record, holder=None, address=None)
+                    await self.store.write(released, record.version)
+                    log.info("handed the lease over in epoch %d", record.epoch)
+            except (LeaseConflict, OSError, ReconsumeError, ValueError, TypeError) as exc:
+                log.warning("cannot hand the lease over: %s", exc)
 
     @property
     def epoch(self) -> int:

@@ -123,3 +123,33 @@ def test_the_lease_file_is_compare_and_swap(tmp_path: Path) -> None:
     with pytest.raises(LeaseConflict):
         run(store.write(LeaseRecord("c", "c:1", 2), first.version))
     assert run(store.read()) == second
+
+
+def test_a_renewal_and_a_write_of_the_in_sync_set_at_once_do_not_depose_the_master(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    a = elector(tmp_path / "lease.json", clock, "a", preferred=True)
+    run(a.step())
+
+    async def together() -> None:
+        for i in range(20):
+            await asyncio.gather(a.step(), a.record_in_sync(frozenset({f"r{i}"})))
+
+    run(together())
+    assert a.master
+    assert a.epoch == 1
+    assert a.takeovers == 0  # the first lease was nobody's
+
+
+def test_taking_a_lease_from_another_counts_as_a_takeover(tmp_path: Path) -> None:
+    clock = Clock()
+    lease = tmp_path / "lease.json"
+    a = elector(lease, clock, "a", preferred=True)
+    b = elector(lease, clock, "b")
+    run(a.step())
+    run(a.record_in_sync(frozenset({"b"})))
+    run(b.step())
+    clock.now += 7
+    assert run(b.step()).master
+    assert (a.takeovers, b.takeovers) == (0, 1)
