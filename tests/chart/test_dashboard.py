@@ -33,6 +33,7 @@ import reconsume_operator.main  # noqa: F401  (imports every module defining ope
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.health import Readiness
 from reconsume.broker.metrics import broker_registry
+from reconsume.broker.roles import MasterRole, ReplicaRole, Role
 from reconsume.broker.settings import BrokerSettings
 from reconsume.engine.schedule import ScheduleService
 from reconsume.engine.schedule_state import ScheduleSettings
@@ -197,10 +198,17 @@ def unknown_metrics(dashboard: Mapping[str, Any], exported: frozenset[str]) -> d
 
 # ------------------------------------------------------------------ what the code exports
 class _Source:
-    """What a broker's collector reads, for a broker whose store is open."""
+    """What a broker's collector reads, for a broker whose store is open, in ``role``."""
 
-    def __init__(self, context: BrokerContext) -> None:
+    def __init__(self, context: BrokerContext, role: Role) -> None:
         self.context = context
+        self.role = role
+
+    def current_role(self) -> Role:
+        return self.role
+
+    def failovers(self) -> int:
+        return 0
 
     def current_context(self) -> BrokerContext | None:
         return self.context
@@ -241,7 +249,13 @@ def exported_metrics() -> frozenset[str]:
             context = BrokerContext(settings, store, host, lambda: None)
             context.schedule = ScheduleService(store, context.delays, context.append)
             context.timer = TimerService(store, context.append, ScheduleSettings())
-            broker = sample_names(broker_registry(_Source(context), max_queue_series=10))
+            # a master and a replica: each exports the replication series of its role
+            master = MasterRole(context, settings, context.delays)
+            replica = ReplicaRole(context, "broker-a-1", "127.0.0.1:10912")
+            broker = set()
+            for role in (master, replica):
+                registry = broker_registry(_Source(context, role), max_queue_series=10)
+                broker |= sample_names(registry)
     # The operator serves prometheus-client's default registry; its modules (all imported by
     # its entry point, above) define their metrics there.
     return frozenset(broker | sample_names(REGISTRY))
