@@ -15,13 +15,16 @@ from pathlib import Path
 import pytest
 
 from reconsume.client.admin import AdminClient
+from reconsume.client.listener import ConsumeFrom, ConsumeStatus
 from reconsume.client.producer import Producer
+from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.errors import ReconsumeError
 from reconsume.message.decode import decode_record
-from reconsume.message.model import Message
+from reconsume.message.model import Message, StoredMessage
 from reconsume.store import MessageStore
 
-from ..polling import eventually
+from ..polling import eventually, eventually_async
 from .cluster import start_broker
 from .processes import ServerProcess, start_server
 
@@ -200,3 +203,56 @@ def test_a_master_stopped_cleanly_hands_over_without_waiting_for_its_lease(
     for i in (1, 2):
         with MessageStore(tmp_path / f"b{i}", background=False) as store:
             assert set(acked) <= stored_ids(store)
+
+
+def test_committed_offsets_reach_the_replicas_and_survive_a_failover(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    try:
+        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
+        eventually(lambda: len(lease(tmp_path).get("in_sync", [])) == 2, 20, "replicas in sync")
+        asyncio.run(send_all(namesrv, [f"m-{i}" for i in range(200)], 10))
+
+        async def consume() -> None:
+            settings = ConsumerSettings(
+                consume_from=ConsumeFrom.FIRST_OFFSET, persist_interval_s=0.2
+            )
+            consumer = PushConsumer([namesrv.address], "offsets", settings=settings)
+            consumer.subscribe("orders")
+            seen: set[bytes] = set()
+
+            async def listener(messages: list[StoredMessage], _context: object) -> ConsumeStatus:
+                seen.update(m.body for m in messages)
+                return ConsumeStatus.CONSUME_SUCCESS
+
+            consumer.register_listener(listener)
+            async with consumer:
+                await eventually_async(lambda: len(seen) == 200, 30, "200 consumed")
+
+        asyncio.run(consume())
+
+        async def committed(address: str) -> int:
+            async with AdminClient([namesrv.address]) as admin:
+                route = await admin.route("orders")
+                assert route is not None
+                offsets = [
+                    await admin.committed_offset_at(address, "offsets", queue)
+                    for queue in route.read_queues
+                ]
+            return sum(max(offset, 0) for offset in offsets)
+
+        for replica in (brokers[1], brokers[2]):  # followed within the metadata interval
+            eventually(
+                lambda a=replica.address: asyncio.run(committed(a)) == 200,
+                10,
+                f"200 committed on the replica {replica.address}",
+            )
+        brokers[0].kill()
+        eventually(lambda: master_address(namesrv) not in (None, brokers[0].address), 20, "new")
+        new_master = master_address(namesrv)
+        assert new_master is not None
+        assert asyncio.run(committed(new_master)) == 200  # nothing consumed again
+    finally:
+        for process in brokers.values():
+            process.stop()
