@@ -16,8 +16,8 @@ from typing import Any
 from reconsume.client.admin import AdminClient
 from reconsume.message.ids import parse_offset_msg_id
 
-from ..integration.processes import start_server
-from ..integration.test_failover import lease, master_address, start
+from ..integration.processes import ServerProcess, start_server
+from ..integration.test_failover import master_address, start_elected
 from ..polling import eventually
 from .conftest import JavaClient
 
@@ -31,14 +31,11 @@ def test_the_java_client_goes_on_through_a_failover(
     java_client: JavaClient, tmp_path: Path
 ) -> None:
     namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
-    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    brokers: dict[int, ServerProcess] = {}
     driver: subprocess.Popen[str] | None = None
     events: list[dict[str, Any]] = []
     try:
-        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
-        eventually(
-            lambda: len(lease(tmp_path).get("in_sync", [])) == 2, 20, "both replicas in sync"
-        )
+        brokers = start_elected(namesrv, tmp_path)
 
         async def create() -> None:
             async with AdminClient([namesrv.address]) as admin:

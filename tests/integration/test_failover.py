@@ -22,6 +22,7 @@ from reconsume.client.settings import ConsumerSettings
 from reconsume.errors import ReconsumeError
 from reconsume.message.decode import decode_record
 from reconsume.message.model import Message, StoredMessage
+from reconsume.message.properties import TAGS
 from reconsume.store import MessageStore
 
 from ..polling import eventually, eventually_async
@@ -48,6 +49,23 @@ def start(namesrv: ServerProcess, root: Path, index: int) -> ServerProcess:
     )  # fmt: skip
 
 
+def start_elected(namesrv: ServerProcess, root: Path, count: int = 3) -> dict[int, ServerProcess]:
+    """``count`` brokers of one name sharing a lease under ``root``, once b0 is master and the
+    others are listed in sync (stopped again if that does not happen)."""
+    brokers: dict[int, ServerProcess] = {}
+    try:
+        for i in range(count):
+            brokers[i] = start(namesrv, root, i)
+        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
+        wanted = [f"{NAME}-{i}" for i in range(1, count)]
+        eventually(lambda: sorted(lease(root).get("in_sync", [])) == wanted, 20, "in sync")
+    except BaseException:
+        for process in brokers.values():
+            process.stop()
+        raise
+    return brokers
+
+
 def master_address(namesrv: ServerProcess) -> str | None:
     async def ask() -> str | None:
         async with AdminClient([namesrv.address]) as admin:
@@ -64,15 +82,19 @@ def lease(root: Path) -> dict[str, object]:
     return document
 
 
-async def send_all(namesrv: ServerProcess, bodies: list[str], deadline_s: float) -> list[str]:
-    """Send each body until it is acknowledged (at least once); the acknowledged ids."""
+async def send_all(
+    namesrv: ServerProcess, bodies: list[str], deadline_s: float, tags: str | None = None
+) -> list[str]:
+    """Send each body (with ``tags``) until it is acknowledged (at least once); the
+    acknowledged ids."""
     acked: list[str] = []
     async with Producer([namesrv.address], send_timeout_s=2.0) as producer:
         for body in bodies:
             end = time.monotonic() + deadline_s
             while True:
                 try:
-                    acked.append((await producer.send(Message("orders", body.encode()))).msg_id)
+                    message = Message("orders", body.encode(), {TAGS: tags} if tags else {})
+                    acked.append((await producer.send(message)).msg_id)
                     break
                 except ReconsumeError:
                     assert time.monotonic() < end, f"{body} not acknowledged in {deadline_s} s"
@@ -95,14 +117,8 @@ def stored_ids(store: MessageStore) -> set[str]:
 def test_a_killed_master_is_replaced_by_an_in_sync_replica_and_rejoins_as_one(
     namesrv: ServerProcess, tmp_path: Path
 ) -> None:
-    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    brokers = start_elected(namesrv, tmp_path)
     try:
-        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
-        eventually(
-            lambda: sorted(lease(tmp_path).get("in_sync", [])) == [f"{NAME}-1", f"{NAME}-2"],
-            20,
-            "both replicas in sync",
-        )
         acked = asyncio.run(send_all(namesrv, [f"before-{i}" for i in range(200)], 10))
 
         killed_at = time.monotonic()
@@ -140,14 +156,8 @@ def test_a_killed_master_is_replaced_by_an_in_sync_replica_and_rejoins_as_one(
 def test_a_frozen_master_is_fenced_and_rejoins_as_a_replica(
     namesrv: ServerProcess, tmp_path: Path
 ) -> None:
-    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    brokers = start_elected(namesrv, tmp_path)
     try:
-        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
-        eventually(
-            lambda: lease(tmp_path).get("in_sync") == [f"{NAME}-1", f"{NAME}-2"],
-            20,
-            "b1 and b2 in sync",
-        )
         acked = asyncio.run(send_all(namesrv, [f"before-{i}" for i in range(100)], 10))
         brokers[0].process.send_signal(signal.SIGSTOP)
         try:
@@ -181,14 +191,8 @@ def test_a_frozen_master_is_fenced_and_rejoins_as_a_replica(
 def test_a_master_stopped_cleanly_hands_over_without_waiting_for_its_lease(
     namesrv: ServerProcess, tmp_path: Path
 ) -> None:
-    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    brokers = start_elected(namesrv, tmp_path)
     try:
-        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
-        eventually(
-            lambda: sorted(lease(tmp_path).get("in_sync", [])) == [f"{NAME}-1", f"{NAME}-2"],
-            20,
-            "both replicas in sync",
-        )
         acked = asyncio.run(send_all(namesrv, [f"before-{i}" for i in range(100)], 10))
         stopped_at = time.monotonic()
         assert brokers[0].stop() == 0
@@ -208,10 +212,8 @@ def test_a_master_stopped_cleanly_hands_over_without_waiting_for_its_lease(
 def test_committed_offsets_reach_the_replicas_and_survive_a_failover(
     namesrv: ServerProcess, tmp_path: Path
 ) -> None:
-    brokers = {i: start(namesrv, tmp_path, i) for i in range(3)}
+    brokers = start_elected(namesrv, tmp_path)
     try:
-        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
-        eventually(lambda: len(lease(tmp_path).get("in_sync", [])) == 2, 20, "replicas in sync")
         asyncio.run(send_all(namesrv, [f"m-{i}" for i in range(200)], 10))
 
         async def consume() -> None:

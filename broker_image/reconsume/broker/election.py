@@ -79,9 +79,6 @@ class Elector:
         expired at most a sixth of its duration late."""
         return self.duration_s / 3 if self.master else self.duration_s / 6
 
-    def may_write(self) -> bool:
-        return self.master and self._clock() < self.valid_until
-
     async def step(self) -> Leadership:
         """Read the lease, then renew it (master) or take it when it expired (replica)."""
         async with self._lock:

@@ -51,9 +51,6 @@ class FollowerState:
     connected: bool = False
     master_end: int = 0
     master_epoch: int = 0
-    last_answer_s: float | None = None
-    handshakes: int = 0
-    errors: int = 0
 
 
 class Follower:
@@ -98,7 +95,6 @@ class Follower:
                 try:
                     await self._follow(address)
                 except (RemotingError, ReplicationError, InvalidArgumentError, StoreError) as exc:
-                    self.state.errors += 1
                     log.warning("replicating from %s: %s; again in %.2fs", address, exc, backoff)
                 self.state.connected = False
             with contextlib.suppress(TimeoutError):
@@ -145,7 +141,6 @@ class Follower:
                     f"{self.state.master_epoch}"
                 )
             self.state.master_end = int(ext.get("maxOffset", 0))
-            self.state.last_answer_s = time.monotonic()
             if response.body:
                 appended = store.replica.apply(offset, response.body)
                 offset = store.replica.received_offset
@@ -173,7 +168,6 @@ class Follower:
             RequestCode.REPLICA_HANDSHAKE, body=json.dumps(hello).encode()
         )
         response = await self._invoke(address, request)
-        self.state.handshakes += 1
         try:
             answer = json.loads(response.body)
             history = parse_history(answer["epochs"])

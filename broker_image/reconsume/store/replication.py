@@ -10,10 +10,10 @@ checks it (magic, lengths, body CRC, its own physical offset) before it is writt
 that are not the master's log (a peer speaking garbage, a gap, a wrong position) raise
 :class:`ReplicationError` and change nothing.
 
-Offsets are the same on both sides because the segment size is: the replica refuses to follow
-a master whose segments differ (:meth:`LogReplica.check_segment_bytes`). A replica whose log
-diverged from its master's (it was master itself and wrote a tail nobody acknowledged) is cut
-back with :meth:`LogReplica.truncate` to the point the epochs say both agree on
+Offsets are the same on both sides because the segment size is: the master refuses the
+handshake of a replica whose segments differ (:mod:`reconsume.broker.replication`). A replica
+whose log diverged from its master's (it was master itself and wrote a tail nobody
+acknowledged) is cut back with :meth:`LogReplica.truncate` to the point the epochs say both agree on
 (:mod:`reconsume.store.epochs`); the tail is set aside in ``quarantine/``, as recovery does.
 """
 
@@ -92,14 +92,6 @@ class LogReplica:
         with self._lock:
             self._pending.clear()
             return self._commitlog.write_offset
-
-    def check_segment_bytes(self, master_segment_bytes: int) -> None:
-        """Refuse a master whose segments are not this log's size (offsets would differ)."""
-        if master_segment_bytes != self._commitlog.segment_bytes:
-            raise ReplicationError(
-                f"the master's commit-log segments are {master_segment_bytes} bytes, this "
-                f"store's {self._commitlog.segment_bytes}: both must use the same size"
-            )
 
     def apply(self, offset: int, data: bytes) -> Appended:
         """Append the master's bytes that start at ``offset``; returns the tag codes appended
