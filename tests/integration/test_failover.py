@@ -20,6 +20,8 @@ from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
 from reconsume.client.settings import ConsumerSettings
 from reconsume.errors import ReconsumeError
+from reconsume.message import parse_offset_msg_id
+from reconsume.message import properties as props
 from reconsume.message.decode import decode_record
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.properties import TAGS
@@ -28,6 +30,8 @@ from reconsume.store import MessageStore
 from ..polling import eventually, eventually_async
 from .cluster import start_broker
 from .processes import ServerProcess, start_server
+from .retry_support import metric, read_queue, retry_flags, scrape
+from .wire_client import BrokerClient, ok
 
 NAME = "elected"
 LEASE_MS = 1500
@@ -258,3 +262,81 @@ def test_committed_offsets_reach_the_replicas_and_survive_a_failover(
     finally:
         for process in brokers.values():
             process.stop()
+
+
+def test_retries_pending_on_a_killed_master_are_delivered_once_by_its_successor(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    """Retries at two delay levels: the first level's delivered by the master, the second's
+    still waiting when it is SIGKILLed. Its progress is written only at start (a 60 s
+    interval), so the new master re-runs every level from there: it finds the first level's
+    deliveries in the replicated log and skips them, and delivers the second's. Each retry is
+    in the retry topic once, with reconsume times 1."""
+    group, retry_topic, per_level = "g-failover", "%RETRY%g-failover", 20
+    more = (*retry_flags("1s 10s"), "--offset-persist-interval-ms", "60000")
+
+    def start_with_delay_levels(i: int) -> ServerProcess:
+        return start_broker(
+            namesrv.address, NAME, tmp_path / f"b{i}",
+            extra=("--election", f"file:{tmp_path / 'lease.json'}", "--broker-id", str(i),
+                   "--replication", "Sync", "--lease-duration-ms", str(LEASE_MS),
+                   "--replica-lag-max-ms", "1000", *more),
+        )  # fmt: skip
+
+    brokers = {i: start_with_delay_levels(i) for i in range(3)}
+    keys = {f"r{level}-{i}" for level in (1, 2) for i in range(per_level)}
+    try:
+        eventually(lambda: master_address(namesrv) == brokers[0].address, 20, "b0 master")
+        wanted = ([f"{NAME}-1", f"{NAME}-2"], [f"{NAME}-2", f"{NAME}-1"])
+        eventually(lambda: lease(tmp_path).get("in_sync") in wanted, 20, "in sync")
+
+        async def retry_then_wait(client: BrokerClient) -> None:
+            addr = brokers[0].address
+            ok(await client.create_group(addr, {"groupName": group}))
+            ok(await client.create_topic(addr, "orders", 1))
+            for key in sorted(keys):
+                extra = {props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: key}
+                sent = ok(await client.send(addr, "orders", key.encode(), properties=extra))
+                offset = parse_offset_msg_id(sent.ext_fields["msgId"])[1]
+                ok(await client.send_back(addr, group, offset, delay_level=int(key[1])))
+
+            async def first_level_on_the_replicas() -> bool:
+                for replica in (brokers[1], brokers[2]):
+                    copies = await read_queue(client, replica.address, retry_topic)
+                    if len(copies) < per_level:
+                        return False
+                return True
+
+            await eventually_async(first_level_on_the_replicas, 20, "level 1 replicated")
+            samples = await scrape(brokers[0])
+            assert metric(samples, "reconsume_schedule_pending", level="2") == per_level
+
+        async def master_and_client() -> None:
+            async with BrokerClient() as client:
+                await retry_then_wait(client)
+
+        asyncio.run(master_and_client())
+        brokers[0].kill()
+        eventually(lambda: master_address(namesrv) not in (None, brokers[0].address), 20, "new")
+        successor = next(b for b in brokers.values() if b.address == master_address(namesrv))
+
+        async def all_retries() -> tuple[list[StoredMessage], float, float]:
+            async with BrokerClient() as client:
+
+                async def delivered() -> list[StoredMessage] | None:
+                    copies = await read_queue(client, successor.address, retry_topic)
+                    return copies if len(copies) >= len(keys) else None
+
+                copies = await eventually_async(delivered, 30, "every retry on the new master")
+            samples = await scrape(successor)
+            skipped = metric(samples, "reconsume_schedule_skipped_redeliveries_total")
+            duplicates = metric(samples, "reconsume_schedule_redelivered_duplicates_total")
+            return copies, skipped, duplicates
+
+        copies, skipped, duplicates = asyncio.run(all_retries())
+    finally:
+        for process in brokers.values():
+            process.stop()
+    assert sorted(m.uniq_key or "" for m in copies) == sorted(keys)  # none lost, none twice
+    assert {m.reconsume_times for m in copies} == {1}
+    assert (skipped, duplicates) == (per_level, 0)

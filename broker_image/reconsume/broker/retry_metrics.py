@@ -144,9 +144,15 @@ def _schedule(context: BrokerContext) -> Iterable[Metric]:
     both = [stats] if context.timer is None else [stats, context.timer.stats]
     yield CounterMetricFamily(
         PREFIX + "schedule_redelivered_duplicates",
-        "Delayed messages (delay levels and timer) delivered again after a crash although "
-        "already delivered before it (the un-persisted window; at-least-once).",
+        "Delayed messages (delay levels and timer) delivered again after a restart or failover "
+        "although the log held their earlier delivery; 0 while those are skipped.",
         value=sum(s.redelivered_duplicates for s in both),
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schedule_skipped_redeliveries",
+        "Delayed entries (delay levels and timer) found delivered before a restart or failover "
+        "and not delivered again: the copy already in the log is what consumers get.",
+        value=sum(s.already_delivered for s in both),
     )
     yield CounterMetricFamily(
         PREFIX + "schedule_put_failures",

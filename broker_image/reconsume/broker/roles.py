@@ -33,7 +33,7 @@ from reconsume.broker.replicas import ReplicaSet
 from reconsume.broker.replication import ReplicationProcessor
 from reconsume.broker.settings import BrokerSettings, ReplicationMode
 from reconsume.engine.delays import DelayLevels
-from reconsume.engine.redelivery import delivered_origins
+from reconsume.engine.redelivery import Earlier, delivered_origins
 from reconsume.engine.schedule import ScheduleService
 from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.timer import TimerService
@@ -136,7 +136,7 @@ class MasterRole:
         schedule = ScheduleService(store, self.delays, context.append, settings)
         timer = TimerService(store, context.append, settings)
         floors = [f for f in (schedule.scan_floor(), timer.scan_floor) if f is not None]
-        redelivered: set[int] = set()
+        redelivered: dict[int, Earlier] = {}
         if floors:
             redelivered = await asyncio.to_thread(delivered_origins, store, min(floors))
         await schedule.start(redelivered)

@@ -1,6 +1,7 @@
 """What the schedule service (delay levels) and the timer service share: delivering one due
 entry to its real topic, retrying while the store refuses, skipping what can never be
-delivered, counting, confirming deliveries once durable, and stopping.
+delivered and what was delivered before a restart or failover, counting, confirming
+deliveries once durable, and stopping.
 
 :class:`DeliveryService` is their base; each service keeps what differs: how it finds due
 entries (a queue per level in due order, or a heap over one queue) and how it records what was
@@ -15,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from reconsume.engine.redelivery import Earlier
 from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.schedule_stats import ScheduleStats
 from reconsume.engine.scheduled import restore
@@ -63,9 +65,10 @@ class DeliveryService:
         self._settings = settings or ScheduleSettings()
         self._now_ms = now_ms
         self._sync = store.settings.flush_mode is FlushMode.SYNC
-        self._redelivered: set[int] = set()
-        """SCHEDULE_ORIGIN values of deliveries found in the log at start: delivering one of
-        these again is a counted duplicate."""
+        self._redelivered: dict[int, PutResult] = {}
+        """Entries the persisted progress counts as undelivered although the log holds a
+        delivery of them (found at start): record offset -> that copy. Each is skipped when it
+        comes due, and the redelivery scan floor stays at or below its copy until then."""
         self._stopping = False
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -102,8 +105,11 @@ class DeliveryService:
         self, read: Callable[[int], Entry | None], position: int, due_ms: int, key: int
     ) -> tuple[bool, PutResult | None]:
         """Put the entry ``read(position)`` finds to its real topic, retrying while the store
-        refuses. Returns whether to move past the entry (False: stopping) and the put's
-        result (None: skipped). ``key`` is the entry's level (0 for the timer): its key in
+        refuses. Returns whether to move past the entry (False: stopping) and where its copy
+        lies: the put's result, or the copy delivered before a restart or failover (the entry
+        is not delivered again); None: discarded. The caller confirms the entry once the log
+        is stored up to the copy's end, and keeps its redelivery scan floor at or below the
+        copy until then. ``key`` is the entry's level (0 for the timer): its key in
         ``stats.delivered`` and, through :meth:`_label`, its name in logs."""
         backoff_ms: float = self._settings.retry_min_backoff_ms
         failures = 0
@@ -112,6 +118,10 @@ class DeliveryService:
             if entry is None:
                 return self._discard(key, position, "its record is gone")
             phys, record = entry
+            earlier = self._redelivered.pop(phys, None)
+            if earlier is not None:
+                self.stats.already_delivered += 1
+                return True, earlier
             try:
                 result = self._append(restore(record, phys))
             except (InvalidArgumentError, CodecError) as exc:
@@ -135,9 +145,27 @@ class DeliveryService:
         stats = self.stats
         stats.lateness.observe(max(0, self._now_ms() - due_ms) / 1000)
         stats.delivered[key] = stats.delivered.get(key, 0) + 1
-        if phys in self._redelivered:
-            self._redelivered.discard(phys)
+        if phys in self._redelivered:  # never, while _put skips them: a regression shows here
+            del self._redelivered[phys]
             stats.redelivered_duplicates += 1
+
+    def _claim(self, found: dict[int, Earlier], pending: Callable[[Earlier], bool]) -> None:
+        """Keep the deliveries ``found`` at start whose entries the service has yet to reach
+        (``pending``); the others lie behind its persisted progress."""
+        self._redelivered = {
+            origin: earlier.copy for origin, earlier in found.items() if pending(earlier)
+        }
+
+    def _earliest_copy(self) -> int | None:
+        """Commit-log offset of the first copy of an entry still to be skipped (None: none).
+        Entries whose record retention removed are forgotten: they are discarded, not due."""
+        if not self._redelivered:
+            return None
+        low = self.store.commitlog.min_offset
+        gone = [origin for origin in self._redelivered if origin < low]
+        for origin in gone:
+            del self._redelivered[origin]
+        return min((copy.commit_log_offset for copy in self._redelivered.values()), default=None)
 
     def _discard(self, key: int, position: int, why: str) -> tuple[bool, None]:
         label = self._label(key)

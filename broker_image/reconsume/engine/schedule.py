@@ -15,9 +15,10 @@ Durability: a level's *confirmed* offset moves past a delivery only once it is d
 Sync flush, when the fsync covering it completes, which the worker does not wait for; under
 Async, at once). Every ``persist_interval_ms`` the confirmed offsets go to
 ``delayOffset.json`` together with the commit-log offset from which a restart must scan for
-earlier deliveries (see :mod:`reconsume.engine.redelivery`); after a crash each level
-resumes at its persisted offset, and re-delivering an entry whose earlier delivery is found
-in the log counts as a duplicate.
+earlier deliveries (see :mod:`reconsume.engine.redelivery`); after a crash (or on a replica
+taking over with the master's replicated offsets) each level resumes at its persisted offset,
+and an entry whose earlier delivery is found in the log is skipped, not delivered again: it is
+confirmed once that copy is stored, and the scan floor stays at or below the copy until then.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 
 from reconsume.engine.delays import DelayLevels, level_of_queue, schedule_queue_id
 from reconsume.engine.delivery import MIN_DUE_MS, Appender, DeliveryService, Entry, wall_ms
-from reconsume.engine.redelivery import delivered_origins
+from reconsume.engine.redelivery import Earlier, delivered_origins
 from reconsume.engine.schedule_state import Batch, LevelState, ScheduleSettings
 from reconsume.engine.scheduled import correct_due_ms
 from reconsume.errors import StoreError
@@ -69,25 +70,34 @@ class ScheduleService(DeliveryService):
         floors = self._table.queues(REDELIVERY_SCAN_KEY)
         return min(floors.values()) if floors else None
 
-    async def start(self, redelivered: set[int] | None = None) -> None:
+    async def start(self, redelivered: dict[int, Earlier] | None = None) -> None:
         """Load the offsets, find what was delivered since they were persisted (unless the
-        broker scanned once for every service: ``redelivered``, SCHEDULE_ORIGIN values), start."""
+        broker scanned once for every service: ``redelivered``), start."""
         existing = {level_of_queue(q) for q in self.store.queue_ids(SCHEDULE_TOPIC)}
         for level in sorted(set(self.levels.levels()) | existing):
             state = LevelState(level, self.levels.delay_ms(level), self._saved_offset(level))
             self._states[state.queue_id] = state
         if redelivered is None:
             floor = self.scan_floor()
-            redelivered = set()
+            redelivered = {}
             if floor is not None:
                 redelivered = await asyncio.to_thread(delivered_origins, self.store, floor)
-        self._redelivered = redelivered
+        self._claim(redelivered, self._pending)
         # Floors from now on: a crash before the first interval must find what is delivered.
         await self.persist()
         for state in self._states.values():
             run = self._worker(functools.partial(self._run, state), state.level)
             self._tasks.append(asyncio.create_task(run, name=f"schedule-{state.level}"))
         self._tasks.append(asyncio.create_task(self._persist_every(), name="schedule-persist"))
+
+    def _pending(self, earlier: Earlier) -> bool:
+        """Whether the delivery found at start is of an entry a level has yet to reach."""
+        state = self._states.get(earlier.queue_id)
+        return (
+            earlier.topic == SCHEDULE_TOPIC
+            and state is not None
+            and earlier.queue_offset >= state.cursor
+        )
 
     def _saved_offset(self, level: int) -> int:
         queue_id = schedule_queue_id(level)
@@ -162,26 +172,32 @@ class ScheduleService(DeliveryService):
     ) -> int | None:
         """Deliver the entries already due, in order (confirmed later, when durable). Returns
         the due time of the first entry not due yet, None when every entry was delivered."""
-        first_offset: int | None = None
+        batch = Batch(state.cursor, None)
+        state.inflight.append(batch)  # its copies bound the floor while a refusal waits
         last_end = -1
         not_due: int | None = None
-        for phys, _size, tag_due_ms in entries:
-            if tag_due_ms < MIN_DUE_MS:
-                tag_due_ms = self._due_from_record(state, phys)
-            now = self._now_ms()
-            due_ms = correct_due_ms(tag_due_ms, now, state.delay_ms)
-            if due_ms > now:
-                not_due = due_ms
-                break
-            advance, result = await self._deliver(state, phys, due_ms)
-            if not advance:
-                break
-            state.cursor += 1
-            if result is not None:
-                if first_offset is None:
-                    first_offset = result.commit_log_offset
-                last_end = result.end_offset
-        self._track(state, first_offset, last_end)
+        try:
+            for phys, _size, tag_due_ms in entries:
+                if tag_due_ms < MIN_DUE_MS:
+                    tag_due_ms = self._due_from_record(state, phys)
+                now = self._now_ms()
+                due_ms = correct_due_ms(tag_due_ms, now, state.delay_ms)
+                if due_ms > now:
+                    not_due = due_ms
+                    break
+                advance, result = await self._deliver(state, phys, due_ms)
+                if not advance:
+                    break
+                state.cursor += 1
+                if result is not None:
+                    first = result.commit_log_offset  # a skipped entry's may precede the others
+                    if batch.first_offset is None:
+                        batch.first_offset = first
+                    batch.first_offset = min(batch.first_offset, first)
+                    last_end = max(last_end, result.end_offset)
+        finally:
+            batch.cursor = state.cursor
+            self._track(state, batch, last_end)
         return not_due
 
     def _due_from_record(self, state: LevelState, phys: int) -> int:
@@ -199,10 +215,8 @@ class ScheduleService(DeliveryService):
         record = self.store.read_message(phys)
         return None if record is None else (phys, record)
 
-    def _track(self, state: LevelState, first_offset: int | None, last_end: int) -> None:
+    def _track(self, state: LevelState, batch: Batch, last_end: int) -> None:
         """Confirm a delivered batch once it is durable."""
-        batch = Batch(state.cursor, first_offset)
-        state.inflight.append(batch)
         if last_end < 0 or not self._sync:
             batch.done = True
             self._drain(state)
@@ -232,12 +246,15 @@ class ScheduleService(DeliveryService):
         order: a table snapshot taken in between pairs new offsets with older, lower floors,
         which only widens the scan)."""
         end = self.store.commitlog.write_offset
+        earliest = self._earliest_copy()
+        if earliest is not None:  # copies of entries to skip: a crash must find them again
+            end = min(end, earliest)
         table = self._table
         for state in self._states.values():
             if table.get(str(state.level), state.queue_id) != state.confirmed:
                 table.set(str(state.level), state.queue_id, state.confirmed)
         for state in self._states.values():
-            floor = end if state.unconfirmed is None else state.unconfirmed
+            floor = end if state.unconfirmed is None else min(end, state.unconfirmed)
             if table.get(REDELIVERY_SCAN_KEY, state.level) != floor:
                 table.set(REDELIVERY_SCAN_KEY, state.level, floor)
 

@@ -14,8 +14,8 @@ class ScheduleSettings:
     """How the schedule service reads, retries and persists."""
 
     persist_interval_ms: int = 5_000
-    """Milliseconds between writes of the levels' offsets: a crash re-delivers at most the
-    deliveries of this window (and counts them)."""
+    """Milliseconds between writes of the levels' offsets: a crash re-runs at most the
+    deliveries of this window (those whose copies survived are skipped, not repeated)."""
     batch_size: int = 64
     """Consume-queue entries read at once by a worker."""
     retry_min_backoff_ms: int = 100
@@ -35,7 +35,8 @@ class Batch:
         self.cursor = cursor
         """The level's cursor after the batch."""
         self.first_offset = first_offset
-        """Commit-log offset of the batch's first delivery (None: nothing appended)."""
+        """Lowest commit-log offset of the batch's copies, appended or found delivered before
+        a restart (None: none)."""
         self.done = False
         self.durable: asyncio.Future[None] | None = None
 
@@ -59,8 +60,8 @@ class LevelState:
 
     @property
     def unconfirmed(self) -> int | None:
-        """Commit-log offset of the first delivery not yet confirmed."""
-        for batch in self.inflight:
-            if batch.first_offset is not None:
-                return batch.first_offset
-        return None
+        """Lowest commit-log offset of a copy not yet confirmed (a batch's copies found
+        delivered before a restart may lie below an earlier batch's)."""
+        return min(
+            (b.first_offset for b in self.inflight if b.first_offset is not None), default=None
+        )

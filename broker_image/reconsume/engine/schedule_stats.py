@@ -46,15 +46,26 @@ class Histogram:
 class ScheduleStats:
     """Totals since the broker started."""
 
-    __slots__ = ("delivered", "discarded", "lateness", "put_failures", "redelivered_duplicates")
+    __slots__ = (
+        "already_delivered",
+        "delivered",
+        "discarded",
+        "lateness",
+        "put_failures",
+        "redelivered_duplicates",
+    )
 
     def __init__(self) -> None:
         self.delivered: dict[int, int] = {}
         """Messages delivered to their real topic, per delay level."""
         self.lateness = Histogram(LATENESS_BUCKETS_S)
         """Seconds from each delivered message's due time to its delivery."""
+        self.already_delivered = 0
+        """Entries found delivered before a restart or failover and not delivered again (the
+        copy already in the log is what consumers get)."""
         self.redelivered_duplicates = 0
-        """Deliveries of entries already delivered before a crash (at-least-once)."""
+        """Entries delivered although the log held a delivery of them found at start: 0 while
+        such entries are skipped (see ``already_delivered``)."""
         self.put_failures = 0
         """Deliveries the store refused (each is retried at the same entry)."""
         self.discarded = 0

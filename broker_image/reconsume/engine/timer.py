@@ -18,9 +18,11 @@ and skipped.
 Durability, as for delay levels but with a set instead of an offset
 (:mod:`reconsume.engine.timer_progress`): a delivery joins the delivered set once durable
 (Sync flush: when its fsync completes; Async: at once); the set and the redelivery scan floor
-are written every ``persist_interval_ms``, at start and on stop. After a crash, entries not in
-the persisted set are delivered again; the start-up scan of the log from the floor finds which
-of them were delivered before, and each such re-delivery is a counted duplicate.
+are written every ``persist_interval_ms``, at start and on stop. After a crash (or on a replica
+taking over with the master's replicated progress), entries not in the persisted set come due
+again; the start-up scan of the log from the floor finds which of them were delivered before,
+and those are skipped, not delivered again: each joins the set once its earlier copy is stored,
+and the floor stays at or below the copy until then.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections import deque
 from collections.abc import Callable
 
 from reconsume.engine.delivery import MIN_DUE_MS, Appender, DeliveryService, Entry, wall_ms
-from reconsume.engine.redelivery import delivered_origins
+from reconsume.engine.redelivery import Earlier, delivered_origins
 from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.timer_message import TIMER_QUEUE_ID, due_of_properties
 from reconsume.engine.timer_progress import (
@@ -67,7 +69,8 @@ class _Batch:
         self.offsets: list[int] = []
         """Consume-queue offsets of the delivered (or skipped) entries."""
         self.first_offset: int | None = None
-        """Commit-log offset of the batch's first delivery (None: nothing appended)."""
+        """Lowest commit-log offset of the batch's copies, appended or found delivered before
+        a restart (None: none)."""
         self.done = False
         self.durable: asyncio.Future[None] | None = None
 
@@ -99,16 +102,15 @@ class TimerService(DeliveryService):
         self._persist_lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ life cycle
-    async def start(self, redelivered: set[int] | None = None) -> None:
+    async def start(self, redelivered: dict[int, Earlier] | None = None) -> None:
         """Find what was delivered since the progress was persisted (unless the broker scanned
         for every service at once: ``redelivered``), then start delivering."""
         if redelivered is None:
-            redelivered = set()
+            redelivered = {}
             if self.scan_floor is not None:
                 redelivered = await asyncio.to_thread(
                     delivered_origins, self.store, self.scan_floor
                 )
-        self._redelivered = redelivered
         low = self.store.min_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
         high = self.store.max_offset(TIMER_TOPIC, TIMER_QUEUE_ID)
         if self._delivered.low > high:  # recovery cut entries the progress already counted
@@ -117,9 +119,19 @@ class TimerService(DeliveryService):
         if self._delivered.low < low:
             log.warning("timer: entries %d-%d removed by retention", self._delivered.low, low - 1)
         self._loaded = max(self._delivered.low, low)
+        self._claim(redelivered, self._pending)
         await self.persist()  # floors from now on: a crash before the first interval is covered
         self._tasks.append(asyncio.create_task(self._worker(self._run, 0), name="timer"))
         self._tasks.append(asyncio.create_task(self._persist_every(), name="timer-persist"))
+
+    def _pending(self, earlier: Earlier) -> bool:
+        """Whether the delivery found at start is of an entry not in the delivered set."""
+        return (
+            earlier.topic == TIMER_TOPIC
+            and earlier.queue_id == TIMER_QUEUE_ID
+            and earlier.queue_offset >= self._loaded
+            and earlier.queue_offset not in self._delivered
+        )
 
     def wake(self) -> None:
         """Something was appended to the timer topic."""
@@ -199,25 +211,31 @@ class TimerService(DeliveryService):
         heap = self._heap
         batch = _Batch()
         last_end = -1
-        for _ in range(self._settings.batch_size):
-            if not heap:
-                break
-            key = heap[0]
-            due_ms = key >> OFFSET_BITS
-            if due_ms > self._now_ms():
-                break
-            offset = key & OFFSET_MASK
-            advance, result = await self._deliver(offset, due_ms)
-            if not advance:
-                break
-            heapq.heappop(heap)
-            batch.offsets.append(offset)
-            if result is not None:
-                if batch.first_offset is None:
-                    batch.first_offset = result.commit_log_offset
-                last_end = result.end_offset
-        if batch.offsets:
-            self._track(batch, last_end)
+        try:
+            for _ in range(self._settings.batch_size):
+                if not heap:
+                    break
+                key = heap[0]
+                due_ms = key >> OFFSET_BITS
+                if due_ms > self._now_ms():
+                    break
+                offset = key & OFFSET_MASK
+                advance, result = await self._deliver(offset, due_ms)
+                if not advance:
+                    break
+                heapq.heappop(heap)
+                batch.offsets.append(offset)
+                if result is not None:
+                    first = result.commit_log_offset  # a skipped entry's may precede the others
+                    if batch.first_offset is None:
+                        # From now on its copies bound the floor, while a refused put waits too.
+                        self._inflight.append(batch)
+                        batch.first_offset = first
+                    batch.first_offset = min(batch.first_offset, first)
+                    last_end = max(last_end, result.end_offset)
+        finally:
+            if batch.offsets:
+                self._track(batch, last_end)
         return heap[0] >> OFFSET_BITS if heap else None
 
     async def _deliver(self, offset: int, due_ms: int) -> tuple[bool, PutResult | None]:
@@ -233,7 +251,6 @@ class TimerService(DeliveryService):
         if last_end < 0 or not self._sync:
             self._confirm(batch)
             return
-        self._inflight.append(batch)
         batch.durable = self._when_durable(last_end, 0, lambda: self._confirm(batch))
 
     def _confirm(self, batch: _Batch) -> None:
@@ -246,10 +263,13 @@ class TimerService(DeliveryService):
 
     # ------------------------------------------------------------------ persistence
     def snapshot(self) -> TimerProgress:
-        """The progress to persist. The floor is the first unconfirmed delivery (or the log's
-        end), taken together with the set on the event loop: every delivery of an entry
-        outside the set lies at or past it."""
+        """The progress to persist. The floor is the first unconfirmed copy, or the first copy
+        of an entry still to be skipped, or else the log's end; taken together with the set on
+        the event loop: every delivery of an entry outside the set lies at or past it."""
         floor = self.store.commitlog.write_offset
+        earliest = self._earliest_copy()
+        if earliest is not None:
+            floor = min(floor, earliest)
         for batch in self._inflight:
             if not batch.done and batch.first_offset is not None:
                 floor = min(floor, batch.first_offset)

@@ -1,6 +1,8 @@
 """The schedule service over a real store in a temporary directory: due-time delivery in
 order, waking an idle level, refused puts retried at the same entry, undeliverable entries
-skipped, and a crash re-delivering the un-persisted window with its duplicates counted."""
+skipped, and a crash re-running the un-persisted window without delivering anything twice:
+the deliveries found in the log are skipped (and counted), their copies kept in reach of the
+next scan until confirmed."""
 
 from __future__ import annotations
 
@@ -12,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from reconsume.engine.delays import DelayLevels, schedule_queue_id
+from reconsume.engine.delivery import wall_ms
 from reconsume.engine.redelivery import delivered_origins
 from reconsume.engine.schedule import REDELIVERY_SCAN_KEY, ScheduleService
 from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.schedule_stats import Histogram
-from reconsume.engine.scheduled import schedule_tags_code, to_schedule
+from reconsume.engine.scheduled import restore, schedule_tags_code, to_schedule
 from reconsume.errors import StoreError
 from reconsume.message import properties as props
 from reconsume.message.decode import decode_record
@@ -177,50 +180,173 @@ def test_an_entry_without_a_real_topic_is_skipped_and_counted(tmp_path: Path) ->
     assert broker.service.stats.discarded == 1
 
 
-def test_a_crash_redelivers_the_unpersisted_window_and_counts_it(tmp_path: Path) -> None:
-    async def first_run() -> None:
+async def crash(broker: Broker) -> None:
+    """The process dies: the workers vanish, nothing persists their offsets past the start."""
+    for task in broker.service._tasks:
+        task.cancel()
+    await asyncio.gather(*broker.service._tasks, return_exceptions=True)
+    broker.store.close()
+
+
+async def deliver_then_crash(root: Path, count: int = 5) -> list[int]:
+    """Deliver ``count`` level-1 messages, then crash; the copies' commit-log offsets."""
+    broker = Broker(open_store(root))
+    await broker.service.start()
+    for i in range(count):
+        broker.put_delayed(f"m{i}".encode(), 1)
+    await until(lambda: len(broker.delivered()) == count)
+    copies = [c.commit_log_offset for c in broker.delivered()]
+    await crash(broker)
+    return copies
+
+
+async def run_to_the_end(root: Path) -> tuple[list[bytes], Broker, dict[int, int]]:
+    """Start, deliver everything due, stop cleanly: the bodies delivered (all runs), the
+    broker and the persisted scan floors."""
+    with open_store(root) as store:
+        broker = Broker(store)
+        await broker.service.start()
+        await until(lambda: broker.service.pending() == {1: 0, 2: 0})
+        await broker.service.stop()
+        floors = store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
+        return [c.body for c in broker.delivered()], broker, floors
+
+
+def test_a_crash_skips_the_deliveries_already_in_the_log(tmp_path: Path) -> None:
+    asyncio.run(deliver_then_crash(tmp_path))
+    bodies, broker, floors = asyncio.run(run_to_the_end(tmp_path))
+    stats = broker.service.stats
+    assert bodies == [f"m{i}".encode() for i in range(5)]  # each once: none lost, none twice
+    assert (stats.already_delivered, stats.redelivered_duplicates, stats.delivered) == (5, 0, {})
+    assert set(floors) == {1, 2}
+    # Stopped cleanly this time: a restart finds nothing to skip.
+    bodies, broker, _ = asyncio.run(run_to_the_end(tmp_path))
+    assert len(bodies) == 5
+    assert broker.service.stats.already_delivered == 0
+
+
+def test_a_second_crash_before_the_skipped_entries_come_due_still_finds_their_copies(
+    tmp_path: Path,
+) -> None:
+    async def start_then_crash() -> dict[int, int]:
+        # The workers are created but crash before they run: only the start-up write happened.
         store = open_store(tmp_path)
         broker = Broker(store)
         await broker.service.start()
+        floors = store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
+        await crash(broker)
+        return floors
+
+    copies = asyncio.run(deliver_then_crash(tmp_path))
+    floors = asyncio.run(start_then_crash())
+    assert max(floors.values()) <= copies[0] < copies[-1]  # the next scan covers every copy
+    bodies, broker, _ = asyncio.run(run_to_the_end(tmp_path))
+    assert bodies == [f"m{i}".encode() for i in range(5)]
+    assert (
+        broker.service.stats.already_delivered,
+        broker.service.stats.redelivered_duplicates,
+    ) == (
+        5,
+        0,
+    )
+
+
+def test_copies_of_a_batch_held_up_by_a_refusal_bound_the_floor(tmp_path: Path) -> None:
+    """Two deliveries appended, the third refused: a persist while the worker waits records a
+    floor at or below the batch's first copy, so a crash then skips the two."""
+
+    async def refused_mid_batch() -> tuple[list[int], dict[int, int]]:
+        store = open_store(tmp_path)
+        broker = Broker(store)
+        # An hour ahead: the five entries are all due at once, one batch delivers them.
+        broker.service = ScheduleService(
+            store, LEVELS, broker.append, FAST, now_ms=lambda: wall_ms() + 3_600_000
+        )
+        await broker.service.start()
         for i in range(5):
-            broker.put_delayed(f"m{i}".encode(), 1)
-        await until(lambda: len(broker.delivered()) == 5)
-        # A crash: the workers vanish; nothing persists their offsets past the start.
-        for task in broker.service._tasks:
-            task.cancel()
-        await asyncio.gather(*broker.service._tasks, return_exceptions=True)
-        store.close()
+            store.append(PutRequest(*to_schedule_request(f"m{i}", 1)))
+        appended = 0
 
-    async def run_again() -> tuple[int, int, dict[int, int]]:
-        with open_store(tmp_path) as store:
-            broker = Broker(store)
-            await broker.service.start()
-            await until(lambda: broker.service.pending() == {1: 0, 2: 0})
-            await until(lambda: len(broker.delivered()) >= 5)
-            await broker.service.stop()
-            floors = store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
-            return len(broker.delivered()), broker.service.stats.redelivered_duplicates, floors
+        def append_two(request: PutRequest) -> PutResult:
+            nonlocal appended
+            if appended == 2:
+                raise StoreError("the disk is full")
+            appended += 1
+            return store.append(request)
 
-    asyncio.run(first_run())
-    copies, duplicates, floors = asyncio.run(run_again())
-    assert (copies, duplicates) == (10, 5)
-    assert set(floors) == {1, 2}
-    # Stopped cleanly this time: a restart delivers nothing again.
-    copies, duplicates, _ = asyncio.run(run_again())
-    assert (copies, duplicates) == (10, 0)
+        broker.service._append = append_two
+        broker.service.wake(schedule_queue_id(1))
+        await until(lambda: broker.service.stats.put_failures >= 1)
+        await broker.service.persist()
+        floors = store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
+        copies = [c.commit_log_offset for c in broker.delivered()]
+        await crash(broker)
+        return copies, floors
+
+    copies, floors = asyncio.run(refused_mid_batch())
+    assert len(copies) == 2
+    assert min(floors.values()) <= copies[0]
+    bodies, broker, _ = asyncio.run(run_to_the_end(tmp_path))
+    assert bodies == [f"m{i}".encode() for i in range(5)]
+    stats = broker.service.stats
+    assert (stats.already_delivered, stats.redelivered_duplicates, stats.delivered) == (
+        2,
+        0,
+        {1: 3},
+    )
+
+
+def schedule_record(store: MessageStore, body: bytes, level: int = 1) -> int:
+    """Store a delayed message; its schedule record's commit-log offset."""
+    return store.append(PutRequest(*to_schedule_request(body.decode(), level))).commit_log_offset
+
+
+def to_schedule_request(key: str, level: int) -> tuple[str, int, bytes, str]:
+    properties = {props.DELAY_TIME_LEVEL: str(level), props.KEYS: key}
+    where, queue_id = to_schedule(properties, "real", 0, LEVELS)
+    return where, queue_id, key.encode(), props.encode_properties(properties)
+
+
+def deliver(store: MessageStore, phys: int) -> PutResult:
+    record = store.read_message(phys)
+    assert record is not None
+    return store.append(restore(record, phys))
 
 
 def test_delivered_origins_are_found_across_segments(tmp_path: Path) -> None:
     with open_store(tmp_path) as store:
-        offsets = []
-        for i in range(40):  # records of ~150 bytes in 2 KiB segments: many blanks
-            extra = {props.SCHEDULE_ORIGIN: str(1000 + i)} if i % 2 else {}
-            result = store.append(PutRequest("real", 0, b"x" * 40, props.encode_properties(extra)))
-            offsets.append(result.commit_log_offset)
+        scheduled = [schedule_record(store, f"m{i}".encode()) for i in range(20)]
+        copies = {}
+        for phys in scheduled:  # records of ~200 bytes in 2 KiB segments: many blanks
+            copies[phys] = deliver(store, phys).commit_log_offset
+            store.append(PutRequest("real", 0, b"x" * 40, ""))
         assert len(store.commitlog.segments) > 2
-        assert delivered_origins(store, 0) == {1000 + i for i in range(1, 40, 2)}
-        assert delivered_origins(store, offsets[30]) == {1000 + i for i in range(31, 40, 2)}
-        assert delivered_origins(store, store.commitlog.write_offset) == set()
+        found = delivered_origins(store, 0)
+        assert {o: e.copy.commit_log_offset for o, e in found.items()} == copies
+        assert {(e.topic, e.queue_offset) for e in found.values()} == {
+            (SCHEDULE_TOPIC, n) for n in range(20)
+        }
+        later = delivered_origins(store, copies[scheduled[15]])
+        assert set(later) == set(scheduled[15:])
+        assert delivered_origins(store, store.commitlog.write_offset) == {}
+
+
+def test_only_a_copy_of_the_scheduled_message_counts_as_its_delivery(tmp_path: Path) -> None:
+    with open_store(tmp_path) as store:
+        pending, delivered = (schedule_record(store, body) for body in (b"p", b"d"))
+        deliver(store, delivered)
+        # Client messages naming a pending record (another body, or born at another time),
+        # or no schedule record at all.
+        for origin, body, born in ((pending, b"q", 0), (pending, b"p", 7), (pending + 1, b"p", 0)):
+            extra = props.encode_properties({props.SCHEDULE_ORIGIN: str(origin)})
+            store.append(PutRequest("real", 0, body, extra, born_timestamp_ms=born))
+        # A send-back of the delivered copy: its schedule record keeps the origin it carried.
+        copy = store.get_messages("real", 0, 0, max_count=1).records[0]
+        retried = decode_record(copy).properties
+        retried[props.DELAY_TIME_LEVEL] = "2"
+        where, queue_id = to_schedule(retried, "%RETRY%g", 0, LEVELS)
+        store.append(PutRequest(where, queue_id, b"d", props.encode_properties(retried)))
+        assert set(delivered_origins(store, 0)) == {delivered}
 
 
 def test_an_entry_indexed_without_the_schedule_hook_still_waits_its_delay(

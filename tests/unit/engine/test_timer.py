@@ -1,7 +1,8 @@
 """The timer service over a real store in a temporary directory: delivery in due-time order
 whatever the send order, an earlier entry overtaking a sleeping head, refused puts retried,
-undeliverable entries skipped, and crashes re-delivering exactly the un-persisted deliveries
-(counted) while persisted out-of-order progress is never repeated."""
+undeliverable entries skipped, and crashes re-running exactly the un-persisted deliveries,
+which are found in the log and skipped (counted), while persisted out-of-order progress is
+never repeated."""
 
 from __future__ import annotations
 
@@ -163,11 +164,11 @@ def test_an_entry_without_a_real_topic_is_skipped_and_counted(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("clean_first", [False, True])
-def test_a_crash_redelivers_only_what_was_not_persisted(tmp_path: Path, clean_first: bool) -> None:
+def test_a_crash_repeats_no_delivery_persisted_or_not(tmp_path: Path, clean_first: bool) -> None:
     """Entries are sent with due times out of order; some are delivered and persisted (the
     low-water mark sits below delivered entries), some delivered after the last persist, then
-    the process dies. A restart delivers the un-persisted ones again, counted as duplicates,
-    and never repeats a persisted one."""
+    the process dies. A restart finds the un-persisted ones delivered in the log and skips
+    them (counted), and never reaches a persisted one."""
     far = 3_600_000
 
     async def first_run() -> tuple[set[bytes], set[bytes]]:
@@ -192,30 +193,114 @@ def test_a_crash_redelivers_only_what_was_not_persisted(tmp_path: Path, clean_fi
             await crash(broker)
         return persisted, unpersisted
 
-    async def run_again() -> tuple[list[bytes], int, int]:
+    async def run_again() -> tuple[list[bytes], tuple[int, int], int]:
         with open_store(tmp_path) as store:
             broker = Broker(store)
             await broker.service.start()
             await until(lambda: broker.service.pending() == 5)
             await broker.service.stop()
             progress = load_progress(progress_path(tmp_path / "config"))
+            stats = broker.service.stats
             return (
                 [c.body for c in broker.delivered()],
-                broker.service.stats.redelivered_duplicates,
+                (stats.already_delivered, stats.redelivered_duplicates),
                 progress.low_water,
             )
 
     persisted, unpersisted = asyncio.run(first_run())
     assert (len(persisted), len(unpersisted)) == (5, 4)
-    bodies, duplicates, low_water = asyncio.run(run_again())
-    expected_repeats = 0 if clean_first else 4
-    assert len(bodies) == 9 + expected_repeats
-    assert duplicates == expected_repeats
-    assert set(bodies[9:]) == (set() if clean_first else unpersisted)  # never a persisted one
+    bodies, (skipped, duplicates), low_water = asyncio.run(run_again())
+    assert sorted(bodies) == sorted(persisted | unpersisted)  # each once
+    assert (skipped, duplicates) == (0 if clean_first else len(unpersisted), 0)
     assert low_water == 1  # offset 1 waits an hour: everything above is in the bitmap
-    # A clean stop persisted everything: nothing repeats.
-    bodies, duplicates, _ = asyncio.run(run_again())
-    assert (len(bodies), duplicates) == (9 + expected_repeats, 0)
+    # A clean stop persisted everything: nothing is re-run.
+    bodies, (skipped, duplicates), _ = asyncio.run(run_again())
+    assert (len(bodies), skipped, duplicates) == (9, 0, 0)
+
+
+def test_a_second_crash_before_the_skipped_entries_come_due_still_finds_their_copies(
+    tmp_path: Path,
+) -> None:
+    async def deliver_then_crash() -> list[int]:
+        broker = Broker(open_store(tmp_path))
+        await broker.service.start()
+        for i in range(4):
+            broker.put_timer(f"m{i}".encode(), wall_ms() + 5)
+        await until(lambda: len(broker.delivered()) == 4)
+        copies = [c.commit_log_offset for c in broker.delivered()]
+        await crash(broker)
+        return copies
+
+    async def start_then_crash() -> int | None:
+        # The worker is created but the process dies before it runs: only the start-up write.
+        broker = Broker(open_store(tmp_path))
+        await broker.service.start()
+        await crash(broker)
+        return load_progress(progress_path(tmp_path / "config")).redelivery_scan_from
+
+    async def run_again() -> tuple[list[bytes], int, int]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            await until(lambda: broker.service.stats.already_delivered == 4)
+            await broker.service.stop()
+            stats = broker.service.stats
+            bodies = [c.body for c in broker.delivered()]
+            return bodies, stats.redelivered_duplicates, sum(stats.delivered.values())
+
+    copies = asyncio.run(deliver_then_crash())
+    floor = asyncio.run(start_then_crash())
+    assert floor is not None
+    assert floor <= copies[0]  # the next scan still covers every copy
+    bodies, duplicates, delivered = asyncio.run(run_again())
+    assert bodies == [f"m{i}".encode() for i in range(4)]
+    assert (duplicates, delivered) == (0, 0)
+
+
+def test_copies_of_a_batch_held_up_by_a_refusal_bound_the_floor(tmp_path: Path) -> None:
+    """Two deliveries appended, the third refused: a persist while the worker waits records a
+    floor at or below the batch's first copy, so a crash then skips the two."""
+
+    async def refused_mid_batch() -> tuple[list[int], int | None]:
+        store = open_store(tmp_path)
+        broker = Broker(store)
+        appended = 0
+
+        def append_two(request: PutRequest) -> PutResult:
+            nonlocal appended
+            if appended == 2:
+                raise StoreError("the disk is full")
+            appended += 1
+            return store.append(request)
+
+        broker.service = TimerService(store, append_two, FAST)
+        await broker.service.start()
+        due = wall_ms() - 1  # all due at once: one batch
+        for i in range(5):
+            broker.put_timer(f"m{i}".encode(), due + i)
+        await until(lambda: broker.service.stats.put_failures >= 1)
+        await broker.service.persist()
+        copies = [c.commit_log_offset for c in broker.delivered()]
+        await crash(broker)
+        return copies, load_progress(progress_path(tmp_path / "config")).redelivery_scan_from
+
+    async def run_again() -> tuple[list[bytes], Broker]:
+        with open_store(tmp_path) as store:
+            broker = Broker(store)
+            await broker.service.start()
+            await until(lambda: broker.service.pending() == 0 and len(broker.delivered()) >= 5)
+            await broker.service.stop()
+            return [c.body for c in broker.delivered()], broker
+
+    copies, floor = asyncio.run(refused_mid_batch())
+    assert len(copies) == 2
+    assert floor is not None
+    assert floor <= copies[0]
+    bodies, broker = asyncio.run(run_again())
+    assert bodies == [f"m{i}".encode() for i in range(5)]
+    stats = broker.service.stats
+    assert (stats.already_delivered, stats.redelivered_duplicates) == (2, 0)
+    assert sum(stats.delivered.values()) == 3
 
 
 def test_an_entry_indexed_without_the_timer_hook_still_waits(tmp_path: Path) -> None:
