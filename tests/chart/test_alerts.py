@@ -39,12 +39,15 @@ ALERTS = [
     "ReconsumeScheduleLag",
     "ReconsumeScheduleStalled",
     "ReconsumeBrokerDown",
+    "ReconsumeBrokerNoInSyncReplica",
+    "ReconsumeBrokerReplicaLagging",
     "ReconsumeReconcileFailures",
     "ReconsumeDeadLetterJobFailed",
 ]
 METRIC_SOURCES = [
     REPO / "broker_image" / "reconsume" / "broker" / "metrics.py",
     REPO / "broker_image" / "reconsume" / "broker" / "retry_metrics.py",
+    REPO / "broker_image" / "reconsume" / "broker" / "replication_metrics.py",
     REPO / "operator" / "reconsume_operator" / "metrics.py",
 ]
 PROMETHEUS_METRICS = {"up"}
@@ -238,6 +241,8 @@ def test_exported_metrics_are_read_from_the_sources() -> None:
         "reconsume_schedule_lateness_seconds_bucket",
         "reconsume_operator_reconcile_total",
         "reconsume_operator_reconcile_seconds_count",
+        "reconsume_replica_lag_messages",
+        "reconsume_failovers_total",
     ):
         assert expected in names
 
@@ -284,6 +289,12 @@ def test_thresholds_are_values(helm: Helm, promtool: str, tmp_path: Path) -> Non
     assert storm.strip().endswith("> 10")
     assert 'up{job="rocketmq-brokers"} == 0' in alert(changed, "ReconsumeBrokerDown")["expr"]
     assert 'job="reconsume-ops"' in alert(changed, "ReconsumeReconcileFailures")["expr"]
+    lagging = alert(changed, "ReconsumeBrokerReplicaLagging")
+    assert "reconsume_replica_lag_seconds > 120," in lagging["expr"]
+    assert "reconsume_replica_lag_messages > 500," in lagging["expr"]
+    assert lagging["for"] == "15m"
+    description = lagging["annotations"]["description"]
+    assert "more than 500 messages or messages older than 120s" in description
     for rule in alerts_of(changed):
         url = rule["annotations"]["runbook_url"]
         assert url == f"https://runbooks.example.com/reconsume.md#{rule['alert'].lower()}"

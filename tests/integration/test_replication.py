@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from reconsume.client.admin import AdminClient
+from reconsume.client.broker_api import BrokerApi
 from reconsume.client.listener import ConsumeFrom
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
@@ -24,10 +26,11 @@ from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.transport import RemotingClient
 
-from ..polling import eventually_async
+from ..polling import eventually, eventually_async
 from ..unit.store._helpers import check_consistency
 from .cluster import Collector, start_broker
 from .processes import ServerProcess, start_server
+from .retry_support import Samples, scrape_now
 
 NAME = "replicated"
 
@@ -219,3 +222,132 @@ def test_consumers_read_from_the_replica_while_the_master_is_away(
         assert {m.msg_id for m in collector.messages} == set(sent)  # same offsets, same ids
     finally:
         replica.stop()
+
+
+def test_the_masters_metrics_show_a_stopped_replica_falling_behind_and_catching_up(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    master = start_master(
+        namesrv,
+        tmp_path / "master",
+        "--replication-accept-alone",
+        "--replicas",
+        "2",
+        "--http-listen",
+        "127.0.0.1:0",
+    )
+    replica = start_replica(namesrv, tmp_path / "replica", master)
+    labels = frozenset({("replica", f"{NAME}-1")})
+
+    def reported(lag: int, **gauges: float) -> Samples | None:
+        """The master's samples once they say the replica lacks ``lag`` messages and each
+        unlabelled ``reconsume_<gauge>`` has the value given; None before."""
+        samples = scrape_now(master)
+        wanted: Samples = {("reconsume_replica_lag_messages", labels): lag}
+        wanted |= {("reconsume_" + name, frozenset()): value for name, value in gauges.items()}
+        return samples if all(samples.get(key) == value for key, value in wanted.items()) else None
+
+    def caught_up(what: str) -> None:
+        eventually(
+            lambda: reported(0, replication_in_sync_replicas=1),
+            20,
+            what,
+            detail=lambda: str(scrape_now(master)),
+        )
+
+    try:
+        asyncio.run(registered(namesrv, {0: master.address, 1: replica.address}))
+        asyncio.run(send(namesrv, 20, "before"))
+        caught_up("the replica holding the first 20 messages")
+        assert replica.stop() == 0
+        # the master saw it go (a Sync send would wait for it otherwise), still reports it
+        eventually(lambda: reported(0, replication_connected_replicas=0), 20, "replica gone")
+        asyncio.run(send(namesrv, 30, "away"))  # accepted on the master alone
+        away = eventually(
+            lambda: reported(
+                30,
+                replication_in_sync_replicas=0,
+                replication_connected_replicas=0,
+                broker_replicas_declared=2,
+            ),
+            20,
+            "the stopped replica reported 30 messages behind",
+            detail=lambda: str(scrape_now(master)),
+        )
+        assert away[("reconsume_replica_in_sync", labels)] == 0
+        assert away[("reconsume_replica_lag_bytes", labels)] > 0
+        assert away[("reconsume_replica_lag_seconds", labels)] >= 0
+        replica = start_replica(namesrv, tmp_path / "replica", master)
+        caught_up("the restarted replica caught up and in sync")
+    finally:
+        replica.stop()
+        master.stop()
+
+
+def test_a_replica_rebuilt_from_an_empty_store_catches_up_under_load(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    """Its volume lost, a replica starts empty while producers keep sending: it copies the
+    master's whole log and metadata, joins the in-sync set, and Sync sends never fail for
+    it while a second replica stays in sync."""
+    master = start_master(namesrv, tmp_path / "master")
+    first = start_replica(namesrv, tmp_path / "first", master)
+    second = start_broker(
+        namesrv.address, NAME, tmp_path / "second",
+        extra=("--broker-id", "2", "--master", master.address),
+    )  # fmt: skip
+    acked: list[str] = []
+    try:
+        addresses = {0: master.address, 1: first.address, 2: second.address}
+        asyncio.run(registered(namesrv, addresses))
+        acked += asyncio.run(send(namesrv, 3000, "before"))
+
+        async def under_load() -> None:
+            stop = asyncio.Event()
+
+            async def produce() -> None:
+                async with Producer([namesrv.address], retries=0) as producer:
+                    index = 0
+                    while not stop.is_set():
+                        result = await producer.send(Message("orders", f"load-{index}".encode()))
+                        acked.append(result.offset_msg_id)
+                        index += 1
+
+            task = asyncio.create_task(produce())
+            nonlocal first
+            first.kill()
+            shutil.rmtree(tmp_path / "first")  # the replica's volume is lost
+            first = start_replica(namesrv, tmp_path / "first", master)
+            await registered(namesrv, {0: master.address, 1: first.address, 2: second.address})
+
+            async def caught_up() -> bool:
+                async with AdminClient([namesrv.address]) as admin:
+                    route = await admin.route("orders")
+                assert route is not None
+                client = RemotingClient()
+                try:
+                    api = BrokerApi(client)
+                    ends = [
+                        [await api.max_offset(address, queue) for queue in route.read_queues]
+                        for address in (master.address, first.address)
+                    ]
+                finally:
+                    await client.close()
+                return len(acked) > 3100 and ends[0] == ends[1]
+
+            await eventually_async(caught_up, 60, "the rebuilt replica caught up")
+            stop.set()
+            await task  # no send failed while it was away or catching up
+
+        asyncio.run(under_load())
+    finally:
+        for process in (first, second, master):
+            process.stop()
+    with (
+        MessageStore(tmp_path / "master", background=False) as leader,
+        MessageStore(tmp_path / "first", background=False) as rebuilt,
+    ):
+        assert log_bytes(rebuilt) == log_bytes(leader)
+        assert check_consistency(rebuilt) == check_consistency(leader)
+        assert rebuilt.topics.get("orders") == leader.topics.get("orders")
+    assert len(set(acked)) == len(acked) > 3100

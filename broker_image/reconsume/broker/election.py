@@ -51,6 +51,7 @@ class Elector:
         preferred: bool,
         unclean: bool,
         clock: Callable[[], float] = time.monotonic,
+        floor_epoch: Callable[[], int] = lambda: 0,
     ) -> None:
         self.store = store
         self.identity = identity
@@ -60,6 +61,10 @@ class Elector:
         self.preferred = preferred
         self.unclean = unclean
         self._clock = clock
+        self.floor_epoch = floor_epoch
+        """The latest epoch this broker's own log holds: a lease is taken in an epoch above
+        it even when the lease's own is lower (a new Lease beside a store that was master
+        before), so epoch histories only ever grow."""
         self._started = clock()
         self.record: LeaseRecord | None = None
         self._seen_version: str | None = None
@@ -101,10 +106,11 @@ class Elector:
             else:
                 await self._write(replace(record, address=self.address), record)
         elif self._may_take(record, now):
+            floor = self.floor_epoch()
             if record is None:
-                taken = LeaseRecord(None, None, 0, duration_s=self.duration_s)
+                taken = LeaseRecord(None, None, floor, duration_s=self.duration_s)
             else:
-                taken = replace(record, duration_s=self.duration_s)
+                taken = replace(record, duration_s=self.duration_s, epoch=max(record.epoch, floor))
             previous = None if record is None else record.holder
             if await self._write(taken.taken_by(self.identity, self.address), record):
                 if record is not None and previous != self.identity:
@@ -146,7 +152,11 @@ class Elector:
         if record is None:
             return self.preferred or now - self._started >= 2 * self.duration_s
         if record.holder == self.identity:
-            return True  # this broker held it before a restart: take it back in a new epoch
+            # This broker held it before a restart. Its in-sync replicas hold every write it
+            # acknowledged, while its own log may have lost a tail the OS never wrote (a node
+            # that rebooted): one of them takes over once the lease expires. It takes the
+            # lease back when nobody else may, or nobody did for two durations.
+            return not record.in_sync or now - self._seen_at >= 2 * record.duration_s
         if record.holder is not None and now - self._seen_at < record.duration_s:
             return False
         if self.identity in record.in_sync:

@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.election import Elector, Leadership
-from reconsume.broker.lease import FileLeaseStore
+from reconsume.broker.kube_lease import KubeLeaseStore, kube_lease_store
+from reconsume.broker.lease import FileLeaseStore, LeaseStore
 from reconsume.broker.registration import Registrar
 from reconsume.broker.roles import MasterRole, ReplicaRole, Role
 from reconsume.broker.settings import BrokerSettings, ReplicationMode
@@ -110,10 +111,20 @@ class RoleKeeper:
 
     def _elector(self) -> Elector:
         settings = self.settings
-        _scheme, _sep, path = (settings.election or "").partition(":")
+        scheme, _sep, where = (settings.election or "").partition(":")
         duration_s = settings.lease_duration_ms / 1000
+        store: LeaseStore = FileLeaseStore(where)
+        if scheme == "kube":
+            # A request that hangs must end well before the master's lease does.
+            store = kube_lease_store(
+                where,
+                api=settings.kube_api,
+                token_file=settings.kube_token_file,
+                ca_file=settings.kube_ca_file,
+                timeout_s=min(5.0, max(0.25, duration_s / 4)),
+            )
         return Elector(
-            FileLeaseStore(path),
+            store,
             self.identity,
             self.context.address,
             duration_s=duration_s,
@@ -121,7 +132,12 @@ class RoleKeeper:
             preferred=settings.broker_id == 0,
             unclean=settings.replication is ReplicationMode.ASYNC
             or settings.replication_accept_alone,
+            floor_epoch=self._log_epoch,
         )
+
+    def _log_epoch(self) -> int:
+        current = self.context.store.epochs.current
+        return 0 if current is None else current.epoch
 
     def failovers(self) -> int:
         return 0 if self.failover is None else self.failover.elector.takeovers
@@ -131,6 +147,9 @@ class RoleKeeper:
         settings = self.settings
         leadership = Leadership(settings.broker_id == 0, 0, settings.master_address)
         if self.failover is not None:
+            store = self.failover.elector.store
+            if isinstance(store, KubeLeaseStore):
+                await store.check_access()  # refused credentials end the start, clearly
             leadership = await self.failover.first()
         await self._take(leadership)
 

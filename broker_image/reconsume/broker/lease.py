@@ -3,8 +3,9 @@ replicas are in sync: the one record failover decides on.
 
 A record is changed only by compare-and-swap on its version, so two brokers never both think
 they took it. Where it lives is a :class:`LeaseStore`: for brokers on one machine a file
-(:class:`FileLeaseStore`), whose read-modify-write is serialised by ``flock``; a Kubernetes
-``coordination.k8s.io`` Lease fits the same protocol (the API server's etcd is the quorum).
+(:class:`FileLeaseStore`), whose read-modify-write is serialised by ``flock``; on Kubernetes a
+``coordination.k8s.io`` Lease (:mod:`reconsume.broker.kube_lease`: the API server's etcd is the
+quorum).
 
 No clock is shared: like client-go's leader election, a broker judges a lease expired when its
 version has not changed for ``duration_s`` by its *own* monotonic clock, counted from when it

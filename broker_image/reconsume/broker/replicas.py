@@ -16,6 +16,9 @@ still holds the writes up to the moment the record drops it, so writes wait for 
 member until the master has recorded the smaller set (``on_change`` asks for it), and a grown
 set counts once recorded. Without a lease the live set counts.
 
+A replica whose connection closed is kept aside (:attr:`ReplicaSet.departed`) as it was, for
+the metrics only: how far behind a stopped replica falls is worth reporting until it returns.
+
 Everything here runs on the broker's event loop; the gate's futures are
 :class:`concurrent.futures.Future` so that the store's and the engine's waiters can share them.
 """
@@ -32,6 +35,9 @@ from dataclasses import dataclass
 from reconsume.errors import ReplicaUnavailableError, StoreError
 
 log = logging.getLogger(__name__)
+
+MAX_DEPARTED = 8
+"""Departed replicas kept for reporting, at most (the oldest departure goes first)."""
 
 
 @dataclass(slots=True)
@@ -72,6 +78,9 @@ class ReplicaSet:
         self.accept_alone = accept_alone
         self._on_change = on_change
         self.replicas: dict[str, ReplicaState] = {}
+        self.departed: dict[str, ReplicaState] = {}
+        """Replicas whose connection closed, as they were then, in order of departure, until
+        they return (reported only: they count for nothing else)."""
         self.recorded: frozenset[str] | None = None
         """The in-sync set as the lease records it; None without a lease (the live set
         counts)."""
@@ -87,6 +96,8 @@ class ReplicaSet:
         """A replica asked for the log from ``requested`` having stored it below ``acked``."""
         state = self.replicas.get(replica_id)
         if state is None:
+            # a returning replica starts afresh: it has to show again that it holds everything
+            self.departed.pop(replica_id, None)
             state = self.replicas[replica_id] = ReplicaState(replica_id, address)
             log.info("replica %s (%s) connected at offset %d", replica_id, address, requested)
         state.address = address
@@ -108,9 +119,22 @@ class ReplicaSet:
 
     def forget(self, replica_id: str, now_s: float) -> None:
         """A replica is gone (its connection closed): it leaves the in-sync set at once."""
-        if self.replicas.pop(replica_id, None) is not None:
+        state = self.replicas.pop(replica_id, None)
+        if state is not None:
             log.info("replica %s disconnected", replica_id)
+            state.in_sync = False
+            self.departed[replica_id] = state
+            while len(self.departed) > MAX_DEPARTED:  # in order of departure: drop the first
+                del self.departed[next(iter(self.departed))]
             self._update(now_s)
+
+    def reported(self, at_most: int) -> list[ReplicaState]:
+        """The replicas to report, in identity order: every connected one, then departed ones
+        (the latest departure first) while there are fewer than ``at_most``."""
+        shown = list(self.replicas.values())
+        room = max(at_most - len(shown), 0)
+        gone = list(reversed(self.departed.values()))[:room]
+        return sorted([*shown, *gone], key=lambda state: state.replica_id)
 
     def tick(self, now_s: float) -> None:
         """Re-judge who is in sync (called periodically: silence must count too)."""
@@ -156,7 +180,8 @@ class ReplicaSet:
         return [state for state in self.replicas.values() if state.in_sync]
 
     def lag_bytes(self, replica_id: str) -> int:
-        state = self.replicas.get(replica_id)
+        """Log bytes a replica, connected or departed, has not stored."""
+        state = self.replicas.get(replica_id) or self.departed.get(replica_id)
         return 0 if state is None else max(self._log_end() - state.acked, 0)
 
     # ------------------------------------------------------------------ the gate

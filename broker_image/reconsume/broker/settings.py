@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from reconsume.broker.kube_lease import kube_election_problem
 from reconsume.engine.delays import parse_delay_levels
 from reconsume.errors import InvalidArgumentError
 from reconsume.flags import flag
@@ -108,17 +109,27 @@ class BrokerSettings:
     )
     """A replica that has not held the master's whole log within this many milliseconds
     leaves the in-sync set; Sync writes stop waiting for it."""
+    replicas: int = field(
+        default=1,
+        metadata=flag("--replicas", "brokers (pods) of this broker name, the master included"),
+    )
+    """How many brokers this broker name has, the master included (1: no replica). Only
+    reported (``reconsume_broker_replicas_declared``): with it a master having no replica in
+    sync is told from one that has none to have; a master also reports this many minus one
+    replicas at most, those disconnected included."""
     election: str | None = field(
         default=None,
         metadata=flag(
             "--election",
-            "where the brokers of this name elect their master: file:PATH (one machine)",
+            "where the brokers of this name elect their master: file:PATH (one machine), "
+            "kube:NAME or kube:NAMESPACE/NAME (a Kubernetes Lease)",
             empty="none: the roles --broker-id gives",
         ),
     )
     """The lease the brokers of one broker name share to elect their master and fail over
-    (``file:PATH``). With it ``broker_id`` is this broker's index (0 is the first master) and
-    no ``master_address`` is given: the lease names the master."""
+    (``file:PATH``, or a Kubernetes Lease ``kube:NAME`` in the pod's namespace or
+    ``kube:NAMESPACE/NAME``). With it ``broker_id`` is this broker's index (0 is the first
+    master) and no ``master_address`` is given: the lease names the master."""
     lease_duration_ms: int = field(
         default=3_000,
         metadata=flag(
@@ -130,6 +141,34 @@ class BrokerSettings:
     every sixth): a lost master is replaced after this plus at most a sixth of it (3.5 s
     measured with 3 s, bench/failover.py). Shorter fails over sooner, and deposes a master
     whose renewals stall for more than four fifths of it."""
+    kube_api: str | None = field(
+        default=None,
+        metadata=flag(
+            "--kube-api",
+            "https://HOST:PORT of the Kubernetes API server of a kube: election",
+            empty="the pod's (KUBERNETES_SERVICE_HOST)",
+        ),
+    )
+    """The API server holding a ``kube:`` election's Lease; None: the pod's own."""
+    kube_token_file: str | None = field(
+        default=None,
+        metadata=flag(
+            "--kube-token-file",
+            "bearer token file for the Kubernetes API server (read again on every request)",
+            empty="the pod's ServiceAccount token",
+        ),
+    )
+    """The token a ``kube:`` election authenticates with; None: the pod's ServiceAccount
+    token. Read for every request, so a rotated token is used at once."""
+    kube_ca_file: str | None = field(
+        default=None,
+        metadata=flag(
+            "--kube-ca-file",
+            "CA certificate file the Kubernetes API server's certificate is checked against",
+            empty="the pod's ServiceAccount ca.crt",
+        ),
+    )
+    """The CA that signs the API server's certificate; None: the pod's (else the system's)."""
     replication_accept_alone: bool = field(
         default=False,
         metadata=flag(
@@ -247,12 +286,20 @@ class BrokerSettings:
             if self.master_address is not None:
                 raise _invalid("master_address", "with an election the lease names the master")
             scheme, _sep, where = self.election.partition(":")
-            if scheme != "file" or not where:
-                raise _invalid("election", f"{self.election!r} is not file:PATH")
+            if scheme not in ("file", "kube") or not where:
+                raise _invalid(
+                    "election",
+                    f"{self.election!r} is not file:PATH, kube:NAME or kube:NAMESPACE/NAME",
+                )
             if self.lease_duration_ms < 300:
                 raise _invalid("lease_duration_ms", "must be at least 300")
         elif self.broker_id and self.master_address is None:
             raise _invalid("master_address", f"required for a replica (broker_id {self.broker_id})")
+        problem = kube_election_problem(
+            self.election, self.kube_api, self.kube_token_file, self.kube_ca_file
+        )
+        if problem is not None:
+            raise _invalid(*problem)
         if self.master_address is not None:
             if not self.broker_id:
                 raise _invalid("master_address", "a master (broker_id 0) follows no master")
@@ -261,6 +308,8 @@ class BrokerSettings:
             raise _invalid("replication", f"{self.replication!r} is not Async or Sync")
         if self.replica_lag_max_ms <= 0:
             raise _invalid("replica_lag_max_ms", "must be positive")
+        if self.replicas < 1:
+            raise _invalid("replicas", f"{self.replicas} is not 1 or more")
         if not 1 <= self.default_topic_queue_nums <= 1024:
             raise _invalid(
                 "default_topic_queue_nums", f"{self.default_topic_queue_nums} is not 1-1024"

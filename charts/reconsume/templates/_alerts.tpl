@@ -154,6 +154,55 @@ status.groupName), not the ConsumerGroup resource's name.
     runbook_url: {{ include "reconsume.runbook" (list . "ReconsumeBrokerDown") }}
 {{- end -}}
 
+{{- define "reconsume.alert.brokerNoInSyncReplica" -}}
+{{- $a := .Values.alerts.brokerNoInSyncReplica -}}
+# A master whose broker name declares replicas (--replicas above 1) has none in sync. Only a
+# master exports the in-sync count, so replicas never fire; a broker name declaring no replica
+# (--replicas 1, the default) never does either. The value is the brokers declared.
+- alert: ReconsumeBrokerNoInSyncReplica
+  expr: |
+    reconsume_broker_replicas_declared > 1
+    and
+    reconsume_replication_in_sync_replicas == 0
+  for: {{ $a.for }}
+  labels:
+    severity: {{ $a.severity }}
+  annotations:
+    summary: {{`Master {{ $labels.instance }} has no replica in sync`}}
+    description: >-
+      {{`The master {{ $labels.instance }}{{ with $labels.pod }} (pod {{ . }}){{ end }}{{ with $labels.namespace }}
+      in namespace {{ . }}{{ end }} has had none of its replicas in sync for`}} {{ $a.for }}
+      {{`though its broker name declares {{ $value | printf "%.0f" }} brokers. Under Sync
+      replication its writes are refused (SLAVE_NOT_AVAILABLE) or stored on the master
+      alone, and no replica may take over without losing acknowledged messages.`}}
+    runbook_url: {{ include "reconsume.runbook" (list . "ReconsumeBrokerNoInSyncReplica") }}
+{{- end -}}
+
+{{- define "reconsume.alert.brokerReplicaLagging" -}}
+{{- $a := .Values.alerts.brokerReplicaLagging -}}
+# A replica lacks messages the master stored more than maxSeconds ago, or more than
+# maxMessages of them (a master reports its replicas, those disconnected included, up to its
+# declared --replicas). The label lag says which (both: two alerts).
+- alert: ReconsumeBrokerReplicaLagging
+  expr: |
+    label_replace(reconsume_replica_lag_seconds > {{ $a.maxSeconds }}, "lag", "seconds", "replica", ".*")
+    or
+    label_replace(reconsume_replica_lag_messages > {{ $a.maxMessages }}, "lag", "messages", "replica", ".*")
+  for: {{ $a.for }}
+  labels:
+    severity: {{ $a.severity }}
+  annotations:
+    summary: {{`Replica {{ $labels.replica }} of master {{ $labels.instance }} is {{ if eq $labels.lag "seconds" }}{{ $value | humanizeDuration }}{{ else }}{{ $value | printf "%.0f" }} messages{{ end }} behind`}}
+    description: >-
+      For {{ $a.for }} {{`the replica {{ $labels.replica }} of the master {{ $labels.instance }}{{ with $labels.pod }}
+      (pod {{ . }}){{ end }}{{ with $labels.namespace }} in namespace {{ . }}{{ end }} has lacked`}}
+      more than {{ $a.maxMessages }} messages or messages older than {{ $a.maxSeconds }}s
+      {{`(now {{ if eq $labels.lag "seconds" }}the oldest is {{ $value | humanizeDuration }}
+      old{{ else }}{{ $value | printf "%.0f" }} messages{{ end }}). Until it catches up, a
+      failover to it would lose what it lacks.`}}
+    runbook_url: {{ include "reconsume.runbook" (list . "ReconsumeBrokerReplicaLagging") }}
+{{- end -}}
+
 {{- define "reconsume.alert.reconcileFailures" -}}
 {{- $a := .Values.alerts.reconcileFailures -}}
 # Reconciles ending in result="error" (an exception or a retried failure: a name server or
@@ -210,6 +259,7 @@ status.groupName), not the ConsumerGroup resource's name.
       (list "reconsume.retries" (list "retryStorm"))
       (list "reconsume.schedule" (list "scheduleLag" "scheduleStalled"))
       (list "reconsume.brokers" (list "brokerDown"))
+      (list "reconsume.replication" (list "brokerNoInSyncReplica" "brokerReplicaLagging"))
       (list "reconsume.operator" (list "reconcileFailures" "deadLetterJobFailed")) -}}
 groups:
 {{- range $groups }}

@@ -153,3 +153,47 @@ def test_taking_a_lease_from_another_counts_as_a_takeover(tmp_path: Path) -> Non
     clock.now += 7
     assert run(b.step()).master
     assert (a.takeovers, b.takeovers) == (0, 1)
+
+
+def test_a_lease_is_taken_above_the_epochs_the_brokers_own_log_holds(tmp_path: Path) -> None:
+    """A store that was master before (a broker that gains replicas, a Lease made anew) keeps
+    its epoch history growing: a lease newer than the log is not needed to take it."""
+    clock = Clock()
+    lease = tmp_path / "lease.json"
+    a = elector(lease, clock, "a", preferred=True)
+    a.floor_epoch = lambda: 7
+    assert run(a.step()).epoch == 8
+    b = elector(lease, clock, "b", unclean=True)
+    b.floor_epoch = lambda: 1
+    assert not run(b.step()).master
+    clock.now += 20  # a is gone; b's log is behind the lease: the lease's next epoch
+    taken = run(b.step())
+    assert (taken.master, taken.epoch) == (True, 9)
+
+
+def test_a_restarted_master_leaves_the_lease_to_its_in_sync_replica(tmp_path: Path) -> None:
+    clock = Clock()
+    lease = tmp_path / "lease.json"
+    a, b = elector(lease, clock, "a", preferred=True), elector(lease, clock, "b")
+    assert run(a.step()).master
+    assert run(a.record_in_sync(frozenset({"b"})))
+    run(b.step())
+    restarted = elector(lease, clock, "a", preferred=True)  # a's process again, at once
+    assert not run(restarted.step()).master
+    clock.now += 7  # a's lease expired by b's clock
+    assert run(b.step()).master
+    assert not run(restarted.step()).master
+    # Alone (nobody in sync), a restarted master takes its lease back at once.
+    lone = tmp_path / "lone.json"
+    c = elector(lone, clock, "c", preferred=True)
+    assert run(c.step()).master
+    assert run(elector(lone, clock, "c", preferred=True).step()).master
+    # With a replica listed that never takes over, after two durations.
+    solo = tmp_path / "solo.json"
+    d = elector(solo, clock, "d", preferred=True)
+    assert run(d.step()).master
+    assert run(d.record_in_sync(frozenset({"gone"})))
+    again = elector(solo, clock, "d", preferred=True)
+    assert not run(again.step()).master
+    clock.now += 13
+    assert run(again.step()).master
