@@ -43,7 +43,7 @@ from reconsume.client.offsets import BrokerOffsetStore, LocalOffsetStore, Offset
 from reconsume.client.orderly import OrderlyService
 from reconsume.client.producer import Producer
 from reconsume.client.rebalance import allocate_average
-from reconsume.client.routes import MessageQueue
+from reconsume.client.routes import MessageQueue, TopicRoute
 from reconsume.client.sendback import SendBack
 from reconsume.client.settings import DEFAULT_SETTINGS, ConsumerSettings
 from reconsume.client.stats import ConsumerStats
@@ -261,11 +261,21 @@ class PushConsumer:
         if request.ext_fields.get("consumerGroup") == self.group:
             self._rebalance_now.set()
 
+    async def _route(self, topic: str) -> TopicRoute | None:
+        """``topic``'s route, read again when it names a broker address that could not be
+        reached (after a failover the cached one can list a dead master for 30 s)."""
+        route = await self._routes.get(topic)
+        if route is not None and not self._client.unreachable.isdisjoint(
+            address for broker in route.brokers.values() for address in broker.addresses.values()
+        ):
+            route = await self._routes.get(topic, refresh=True)
+        return route
+
     async def _brokers(self) -> set[str]:
         addresses: set[str] = set()
         for topic in self._subscriptions:
             try:
-                route = await self._routes.get(topic)
+                route = await self._route(topic)
             except RemotingError:
                 continue
             if route is not None:  # replicas too: they answer for the group while a master is away
@@ -324,7 +334,7 @@ class PushConsumer:
                 return
             incomplete = False
             for topic, _subscription in list(self._subscriptions.items()):
-                route = await self._routes.get(topic)
+                route = await self._route(topic)
                 if route is None or not route.read_queues:
                     incomplete = True  # e.g. the retry topic, until the broker registers it
                     continue
@@ -342,7 +352,15 @@ class PushConsumer:
                         if ids:
                             break
                     if self.client_id not in ids:
+                        # No reader answered, or the one that did has not heard from this
+                        # consumer (a master elected since the last heartbeat): keep the
+                        # queues read now (RocketMQ keeps them when the lookup fails), tell
+                        # the brokers, and ask again in a second. Allocating over a list
+                        # without this consumer would drop every queue until the next
+                        # heartbeat, up to 30 s later.
                         incomplete = True
+                        await self._heartbeat()
+                        continue
                     mine = set(allocate_average(queues, ids, self.client_id))
                 incomplete |= not await self._assignment.update(topic, mine)
             self._incomplete = incomplete

@@ -103,6 +103,10 @@ class SendBack:
     async def _send_back(self, message: StoredMessage, broker_name: str, delay_level: int) -> None:
         route = await self._routes.get(message.topic)
         address = route.master_of(broker_name) if route is not None else None
+        if address is not None and address in self._client.unreachable:
+            # a master that cannot be reached may have been replaced (a failover)
+            route = await self._routes.get(message.topic, refresh=True)
+            address = route.master_of(broker_name) if route is not None else None
         if address is None:
             # The message's own topic route is enough to find its broker; a restored retry
             # message may name a topic the consumer never routed, so ask for the retry topic.
