@@ -35,14 +35,26 @@ import kopf
 from reconsume.errors import ReconsumeError
 from reconsume.topology.clusters import ClusterSpec, cluster_spec
 from reconsume.topology.resources import Target
-from reconsume_operator.children import broker_name, children
+from reconsume_operator.broker_pods import leases
+from reconsume_operator.children import children
 from reconsume_operator.clusters import observe_cluster, operator_address
 from reconsume_operator.conditions import READY, Condition, now_text, ready_of
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
 from reconsume_operator.events import Warnings, normal
 from reconsume_operator.kube import KubeError
+from reconsume_operator.masters import with_masters
 from reconsume_operator.metrics import reconcile_timer
+from reconsume_operator.naming import broker_name
 from reconsume_operator.passes import ObjectLocks, deleting
+from reconsume_operator.replicated import (
+    BrokerPods,
+    observe,
+    prune,
+    replicas_gated,
+    roll,
+    stop_rolling_updates,
+)
+from reconsume_operator.rollout import Step
 from reconsume_operator.scale_down import (
     BLOCKED,
     ScaleDecision,
@@ -56,6 +68,8 @@ from reconsume_operator.status import status_patch
 PLURAL = "brokerclusters"
 LABEL = "BrokerCluster"
 FIRST_READY = "firstReadyTime"
+ROLLOUT_RECHECK_S = 2.0
+"""Seconds between passes while a replicated cluster's pods are restarted one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,16 +141,31 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
             spec = cluster_spec(body, ctx.config.image)
             generation = body.meta.get("generation")
             try:
+                pods = await observe(ctx.writer, spec) if spec.replicated else BrokerPods()
+                replica_pods = 0 if replicas_gated(spec, pods) else None
+                await stop_rolling_updates(ctx.writer, spec, pods)  # before it is read below
                 decision, version = await decide_replicas(spec)
                 if decision.removing:
                     normal(body, "ScalingDown", decision.message)
-                objects = children(spec, decision.replicas)
-                kopf.adopt(objects, owner=body)
+                objects = children(spec, decision.replicas, replica_pods)
+                placeholders = leases(spec, decision.replicas)
+                kopf.adopt([*objects, *placeholders], owner=body)
+                for lease in placeholders:  # before the pods that use them
+                    await asyncio.to_thread(ctx.writer.create_missing, lease)
                 for obj in objects:
-                    if obj["kind"] == "StatefulSet" and version is not None:
+                    first_set = obj["metadata"]["name"] == broker_name(spec.name)
+                    if obj["kind"] == "StatefulSet" and first_set and version is not None:
                         # Written only if unchanged since the replicas were decided.
                         obj["metadata"]["resourceVersion"] = version
                     await asyncio.to_thread(ctx.writer.apply, obj)
+                if not spec.external:
+                    owner = str(body.meta.get("uid"))
+                    wanted = [*objects, *placeholders]
+                    for gone in await prune(ctx.writer, spec, owner, wanted):
+                        normal(body, "Deleted", f"deleted {gone}: no longer in the spec")
+                if spec.replicated:
+                    pods = await observe(ctx.writer, spec)
+                step = await roll(ctx.writer, spec, pods) if spec.replicated else Step()
             except KubeError as exc:
                 condition = Condition(READY, False, "ChildrenFailed", str(exc))
                 warnings.post(body, condition.reason, condition.message)
@@ -144,11 +173,16 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
                     status_patch(body.get("status"), generation, utc_now(), [condition])
                 )
                 raise kopf.TemporaryError(str(exc), delay=ctx.backoff_s(retry)) from exc
+            if step.restart is not None:
+                what = "its master, which hands over" if step.hand_over else "a replica"
+                normal(body, "RestartingBroker", f"restarting pod {step.restart} ({what})")
             observed = await observe_cluster(spec, ctx.admin, operator_address(spec, template))
             condition = Condition(READY, observed.ready, observed.reason, observed.message)
             if decision.blocked:
                 condition = Condition(READY, False, BLOCKED, decision.message)
             fields: dict[str, Any] = {"phase": observed.phase, **observed.fields}
+            if "brokers" in fields and not spec.external:
+                fields["brokers"] = with_masters(spec, fields["brokers"], pods.leases)
             if condition.status:
                 if warnings.settled(body, condition.reason):
                     normal(body, condition.reason, condition.message)
@@ -162,6 +196,12 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
             if decision.blocked:
                 outcome.result = "refused"
                 raise kopf.TemporaryError(decision.message, delay=ctx.backoff_s(retry))
+            if not step.done:
+                # A rollout under way: come back soon to restart its next pod.
+                outcome.result = "pending"
+                raise kopf.TemporaryError(
+                    step.waiting or f"restarting pod {step.restart}", delay=ROLLOUT_RECHECK_S
+                )
             outcome.result = "ok" if observed.ready else "pending"
 
     kopf.on.create(GROUP, VERSION, PLURAL, registry=registry, id="cluster-create")(

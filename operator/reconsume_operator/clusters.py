@@ -19,7 +19,7 @@ from reconsume.client.admin import BrokerInfo
 from reconsume.errors import ReconsumeError
 from reconsume.topology.clusters import ClusterSpec
 from reconsume.topology.resources import AdminFactory
-from reconsume_operator.children import name_server
+from reconsume_operator.naming import name_server
 
 
 @dataclass(frozen=True, slots=True)

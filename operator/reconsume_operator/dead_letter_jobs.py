@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_arguments, resource_conf
-from reconsume_operator.children import labels as base_labels
+from reconsume_operator.naming import labels as base_labels
 
 API_VERSION = "reconsume.io/v1alpha1"
 KIND = "DeadLetterJob"

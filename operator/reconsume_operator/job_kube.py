@@ -11,9 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from reconsume_operator.kube import ChildWriter, KubeError, api_error
-
-MERGE_PATCH = "application/merge-patch+json"
+from reconsume_operator.kube import MERGE_PATCH, ChildWriter, KubeError, api_error
 
 
 class JobKube(ChildWriter):
@@ -21,35 +19,6 @@ class JobKube(ChildWriter):
         if isinstance(exc, ApiException):
             return api_error(what, exc)
         return KubeError(f"{what}: {exc}")
-
-    def list(
-        self, api_version: str, kind: str, namespace: str, label_selector: str
-    ) -> list[dict[str, Any]]:
-        """The objects of ``kind`` in ``namespace`` with the labels of ``label_selector``."""
-        try:
-            client = self._client()
-            resource = client.resources.get(api_version=api_version, kind=kind)
-            found = client.get(resource, namespace=namespace, label_selector=label_selector)
-        except (ApiException, OSError, ConfigException, ResourceNotFoundError) as exc:
-            raise self._fail(f"{kind} list in {namespace}", exc) from exc
-        items: list[dict[str, Any]] = found.to_dict().get("items") or []
-        return items
-
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
-        """Delete the object (its dependents in the background); whether it existed."""
-        try:
-            client = self._client()
-            resource = client.resources.get(api_version=api_version, kind=kind)
-            client.delete(
-                resource, name=name, namespace=namespace, body={"propagationPolicy": "Background"}
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise self._fail(f"{kind} {name}", exc) from exc
-        except (OSError, ConfigException, ResourceNotFoundError) as exc:
-            raise self._fail(f"{kind} {name}", exc) from exc
-        return True
 
     def patch_status(
         self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]

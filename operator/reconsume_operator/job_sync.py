@@ -23,7 +23,6 @@ from reconsume.topology import Kind
 from reconsume.topology.clusters import cluster_spec
 from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_spec
 from reconsume.topology.resources import object_name
-from reconsume_operator.children import name_server
 from reconsume_operator.conditions import ready_of
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.context import GROUP, VERSION, utc_now
@@ -60,6 +59,7 @@ from reconsume_operator.job_status import (
 )
 from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import DEAD_LETTER_JOB_RUNS
+from reconsume_operator.naming import name_server
 
 WAITING = "WaitingForJob"
 WAITING_FOR_GROUP = "WaitingForConsumerGroup"

@@ -19,6 +19,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 FIELD_MANAGER = "reconsume-operator"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 BODY_TEXT_LIMIT = 512
@@ -137,6 +138,56 @@ class ChildWriter:
             raise KubeError(f"{kind} {name}: {exc}") from exc
         document: dict[str, Any] = found.to_dict()
         return document
+
+    def list(
+        self, api_version: str, kind: str, namespace: str, label_selector: str
+    ) -> list[dict[str, Any]]:
+        """The objects of ``kind`` in ``namespace`` whose labels match ``label_selector``."""
+        try:
+            client = self._client()
+            resource = client.resources.get(api_version=api_version, kind=kind)
+            found = client.get(resource, namespace=namespace, label_selector=label_selector)
+        except ApiException as exc:
+            raise api_error(f"{kind} list", exc) from exc
+        except (OSError, ConfigException, ResourceNotFoundError) as exc:
+            raise KubeError(f"{kind} list: {exc}") from exc
+        items: list[dict[str, Any]] = found.to_dict().get("items") or []
+        return items
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None
+    ) -> bool:
+        """Delete the object, its dependents in the background (only if its uid is still
+        ``uid``, when given); whether it was there to delete."""
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
+        try:
+            client = self._client()
+            resource = client.resources.get(api_version=api_version, kind=kind)
+            client.delete(resource, name=name, namespace=namespace, body=body)
+        except ApiException as exc:
+            if exc.status == 404 or (exc.status == 409 and uid is not None):
+                return False  # gone, or replaced by a new object of that name
+            raise api_error(f"{kind} {name}", exc) from exc
+        except (OSError, ConfigException, ResourceNotFoundError) as exc:
+            raise KubeError(f"{kind} {name}: {exc}") from exc
+        return True
+
+    def merge_patch(
+        self, api_version: str, kind: str, namespace: str, name: str, body: dict[str, Any]
+    ) -> None:
+        """A JSON merge patch of the object (``None`` values remove fields)."""
+        try:
+            client = self._client()
+            resource = client.resources.get(api_version=api_version, kind=kind)
+            client.patch(
+                resource, body=body, name=name, namespace=namespace, content_type=MERGE_PATCH
+            )
+        except ApiException as exc:
+            raise api_error(f"{kind} {name}", exc) from exc
+        except (OSError, ConfigException, ResourceNotFoundError) as exc:
+            raise KubeError(f"{kind} {name}: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:

@@ -33,7 +33,7 @@ from reconsume.client.admin import BrokerInfo
 from reconsume.errors import ReconsumeError
 from reconsume.message.configs import TopicConfig
 from reconsume.message.names import is_system_topic
-from reconsume_operator.children import broker_name
+from reconsume_operator.naming import broker_name
 
 BLOCKED = "ScaleDownBlocked"
 """The Ready reason while a scale-down waits."""

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from reconsume_operator.children import labels
 from reconsume_operator.dead_letter_jobs import RBAC_RESOURCES, RBAC_VERBS
 from reconsume_operator.main import build_parser
+from reconsume_operator.naming import labels
 
 from .helm import (
     CHART,
@@ -280,8 +280,10 @@ def test_rbac_per_namespace(helm: Helm) -> None:
 def test_rbac_without_spark_on_kubernetes(helm: Helm) -> None:
     objects = helm.render(values=[REPO / "tests/chart/values/locked-down.yaml"])
     rules = rules_of(objects, "Role")
-    assert not grants(rules, "rbac.authorization.k8s.io", "roles", "create")
-    assert not grants(rules, "", "serviceaccounts", "create")
+    # Roles and ServiceAccounts only for replicated brokers: their Leases, nothing more.
+    assert grants(rules, "rbac.authorization.k8s.io", "roles", "create")
+    for verb in ("get", "update"):
+        assert grants(rules, "coordination.k8s.io", "leases", verb)
     assert not grants(rules, "", "persistentvolumeclaims", "create")
     assert not grants(rules, "sparkoperator.k8s.io", "sparkapplications", "create")
     assert grants(rules, "", "pods", "get")

@@ -19,7 +19,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from reconsume.topology.clusters import cluster_spec
-from reconsume_operator.children import broker_statefulset
+from reconsume_operator.broker_pods import broker_statefulset
 from reconsume_operator.kube import ChildWriter, KubeError
 
 from .conftest import missing

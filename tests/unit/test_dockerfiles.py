@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 import reconsume
-from reconsume_operator.children import BROKER_HTTP_PORT, BROKER_PORT, NAMESRV_PORT, STORE_DIR
 from reconsume_operator.config import DEFAULT_DLQ_JOBS_MAIN_FILE, OperatorConfig
+from reconsume_operator.naming import BROKER_HTTP_PORT, BROKER_PORT, NAMESRV_PORT, STORE_DIR
 
 from ..compat.conftest import missing
 

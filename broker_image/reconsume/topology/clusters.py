@@ -30,6 +30,10 @@ class ClusterSpec:
     name: str
     namespace: str = "default"
     brokers: int = 2
+    replicas: int = 1
+    """Pods per broker: its master and ``replicas - 1`` replicas."""
+    replication: str = "Sync"
+    """``Sync`` or ``Async``; meaningful with ``replicas`` above 1."""
     name_servers: int = 1
     image: str = ""
     storage_size: str = DEFAULT_STORAGE_SIZE
@@ -49,6 +53,11 @@ class ClusterSpec:
         return self.external_name_server is not None
 
     @property
+    def replicated(self) -> bool:
+        """Whether each broker runs with replicas (and elects its master)."""
+        return self.replicas > 1 and not self.external
+
+    @property
     def rocketmq_cluster(self) -> str | None:
         """The RocketMQ cluster name whose brokers belong to this resource (None: every one
         the name servers know)."""
@@ -65,6 +74,8 @@ def cluster_spec(body: Mapping[str, Any], default_image: str = "") -> ClusterSpe
         name=str(metadata["name"]),
         namespace=str(metadata.get("namespace") or "default"),
         brokers=int(spec.get("brokers", 2)),
+        replicas=int(spec.get("replicas", 1)),
+        replication=str(spec.get("replication") or "Sync"),
         name_servers=int(spec.get("nameServers", 1)),
         image=str(spec.get("image") or default_image),
         storage_size=str(storage.get("size") or DEFAULT_STORAGE_SIZE),

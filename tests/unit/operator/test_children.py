@@ -13,13 +13,13 @@ import pytest
 from reconsume.broker.config_file import broker_settings
 from reconsume.store.settings import FlushMode
 from reconsume.topology.clusters import cluster_spec
-from reconsume_operator.children import (
+from reconsume_operator.children import children
+from reconsume_operator.naming import (
     BROKER_HTTP_PORT,
     CONFIG_DIR,
     CONFIG_FILE,
     CONFIG_HASH_ANNOTATION,
     broker_names,
-    children,
     name_server,
 )
 

@@ -1,0 +1,95 @@
+"""The objects of a BrokerCluster with replicas: a StatefulSet per replica whose pods join their
+broker's election, the Leases and the right to use them, a disruption budget per broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconsume.topology.clusters import cluster_spec
+from reconsume_operator.broker_pods import leases
+from reconsume_operator.children import children
+from reconsume_operator.naming import POD_INDEX_LABEL, REPLICA_LABEL, pod_name
+
+from .test_children import by_kind, resource
+
+
+def replicated(**spec: Any) -> list[dict[str, Any]]:
+    return children(cluster_spec(resource(replicas=3, brokers=2, **spec), "img:1"))
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_each_replica_has_a_statefulset_and_each_broker_a_budget() -> None:
+    objects = by_kind(replicated())
+    sets = {name for kind, name in objects if kind == "StatefulSet"}
+    assert sets == {"orders-broker", "orders-broker-r1", "orders-broker-r2"}
+    budgets = {name for kind, name in objects if kind == "PodDisruptionBudget"}
+    assert budgets == {"orders-broker-0", "orders-broker-1"}
+    budget = objects[("PodDisruptionBudget", "orders-broker-1")]["spec"]
+    assert budget["maxUnavailable"] == 1
+    assert budget["selector"]["matchLabels"][POD_INDEX_LABEL] == "1"
+    assert pod_name("orders", 1, 2) == "orders-broker-r2-1"
+
+
+def test_replica_pods_elect_their_broker_master_through_its_lease() -> None:
+    objects = by_kind(replicated(replication="Async"))
+    for replica, name in enumerate(["orders-broker", "orders-broker-r1", "orders-broker-r2"]):
+        sts = objects[("StatefulSet", name)]["spec"]
+        pod = sts["template"]["spec"]
+        (container,) = pod["containers"]
+        args = container["args"]
+        assert flag(args, "--broker-name") == "$(BROKER_NAME)"
+        assert flag(args, "--broker-id") == str(replica)
+        assert flag(args, "--election") == "kube:$(BROKER_NAME)"
+        assert flag(args, "--replication") == "Async"
+        assert flag(args, "--replicas") == "3"
+        env = {e["name"]: e for e in container["env"]}
+        assert env["BROKER_NAME"]["value"] == "orders-broker-$(BROKER_INDEX)"
+        index = env["BROKER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+        assert index == f"metadata.labels['{POD_INDEX_LABEL}']"
+        assert pod["serviceAccountName"] == "orders-broker"
+        assert sts["updateStrategy"] == {"type": "OnDelete"}
+        assert sts["template"]["metadata"]["labels"][REPLICA_LABEL] == str(replica)
+        assert sts["serviceName"] == "orders-broker"
+        selector = sts["selector"]["matchLabels"]
+        assert selector.items() <= sts["template"]["metadata"]["labels"].items()
+        # The first StatefulSet keeps the selector it was created with.
+        assert (REPLICA_LABEL in selector) == (replica > 0)
+
+
+def test_the_brokers_may_only_get_and_update_their_own_leases() -> None:
+    objects = by_kind(replicated())
+    (rule,) = objects[("Role", "orders-broker-leases")]["rules"]
+    assert rule["resources"] == ["leases"]
+    assert rule["verbs"] == ["get", "update"]
+    assert rule["resourceNames"] == ["orders-broker-0", "orders-broker-1"]
+    binding = objects[("RoleBinding", "orders-broker-leases")]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "orders-broker", "namespace": "shop"}
+    ]
+    assert ("ServiceAccount", "orders-broker") in objects
+    placeholders = leases(cluster_spec(resource(replicas=2, brokers=2), "img:1"), 2)
+    assert [lease["metadata"]["name"] for lease in placeholders] == [
+        "orders-broker-0",
+        "orders-broker-1",
+    ]
+    assert all("spec" not in lease for lease in placeholders)
+
+
+def test_replica_statefulsets_can_be_held_at_no_pods() -> None:
+    spec = cluster_spec(resource(replicas=2, brokers=3), "img:1")
+    objects = by_kind(children(spec, None, 0))
+    assert objects[("StatefulSet", "orders-broker")]["spec"]["replicas"] == 3
+    assert objects[("StatefulSet", "orders-broker-r1")]["spec"]["replicas"] == 0
+
+
+def test_one_replica_keeps_the_objects_of_a_cluster_without_replicas() -> None:
+    plain = children(cluster_spec(resource(), "img:1"))
+    one = children(cluster_spec(resource(replicas=1, replication="Async"), "img:1"))
+    assert plain == one
+    sts = by_kind(plain)[("StatefulSet", "orders-broker")]["spec"]
+    assert "updateStrategy" not in sts
+    assert "--election" not in sts["template"]["spec"]["containers"][0]["args"]
+    assert leases(cluster_spec(resource(), "img:1"), 2) == []
