@@ -2,7 +2,7 @@
 processes: manifests become running processes and broker configuration; an edit is applied;
 an invalid edit changes nothing and is reported with file, object and field; a removed
 manifest is deleted under its deletion policy; a broker that dies is restarted; stop ends
-every process."""
+every process; with replicas a killed master is replaced by its replica, losing nothing."""
 
 from __future__ import annotations
 
@@ -22,7 +22,13 @@ from typing import TypeVar
 import pytest
 
 from reconsume.client.admin import AdminClient
+from reconsume.client.producer import Producer
+from reconsume.embedded.brokers import LEASE_DURATION_MS, lease_path, read_lease
 from reconsume.embedded.environment import Environment, ManifestsInvalid
+from reconsume.errors import ReconsumeError
+from reconsume.message.decode import decode_record
+from reconsume.message.model import Message
+from reconsume.store import MessageStore
 
 from .. import polling
 from .wire_client import eventually
@@ -224,3 +230,96 @@ def unlocked(path: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+@pytest.mark.slow
+def test_a_killed_master_is_replaced_by_its_replica_and_restarts_as_one(tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    write(manifests, "cluster.yaml", CLUSTER.replace("brokers: 2", "brokers: 1\n  replicas: 2"))
+    write(manifests, "topic.yaml", TOPIC)
+    data = tmp_path / "data"
+    environment = Environment(data, [manifests], namesrv_port=0)
+    first, replica = "shop-broker-0", "shop-broker-r1-0"
+
+    async def scenario() -> tuple[list[str], float]:
+        await environment.start()
+        try:
+            (cluster,) = environment.clusters.values()
+            assert sorted(cluster.brokers) == [first, replica]
+            assert cluster.masters() == {first}
+            await until_ready(environment)
+            assert cluster.name_server is not None
+            name_server = cluster.name_server
+
+            async def routed_master() -> str | None:
+                async with AdminClient([name_server]) as admin:
+                    return next((b.master for b in await admin.brokers("shop")), None)
+
+            assert await routed_master() == cluster.brokers[first].address
+            async with Producer([name_server], send_timeout_s=2.0) as producer:
+
+                async def send(body: str, deadline_s: float = 10.0) -> str:
+                    """Send until acknowledged; its id."""
+                    end = asyncio.get_running_loop().time() + deadline_s
+                    while True:
+                        try:
+                            return (await producer.send(Message("orders", body.encode()))).msg_id
+                        except ReconsumeError:
+                            assert asyncio.get_running_loop().time() < end, f"{body} not sent"
+                            await asyncio.sleep(0.05)
+
+                acked = [await send(f"before-{i}") for i in range(100)]
+
+                async def supervising() -> None:  # as reconsume up does, every 2 s
+                    while True:
+                        await asyncio.sleep(2.0)
+                        await environment.supervise()
+
+                supervisor = asyncio.create_task(supervising())
+                try:
+                    killed = cluster.brokers[first]
+                    assert killed.pid is not None
+                    killed_at = asyncio.get_running_loop().time()
+                    os.kill(killed.pid, signal.SIGKILL)
+                    # Under Sync replication the new master answers sends once a replica is
+                    # in sync again: the old master, restarted by supervision, following it.
+                    acked.append(await send("during", 30.0))
+                    failover_s = asyncio.get_running_loop().time() - killed_at
+                finally:
+                    supervisor.cancel()
+                assert await routed_master() == cluster.brokers[replica].address
+                assert cluster.masters() == {replica}
+                assert cluster.brokers[first].running
+                assert cluster.brokers[first].restarts == 1
+                lease = read_lease(lease_path(cluster.root, "shop-broker-0"))
+                assert lease is not None
+                # The lease names processes as <broker name>-<index>.
+                assert (lease.holder, lease.in_sync, lease.epoch) == (
+                    "shop-broker-0-1", ("shop-broker-0-0",), 2,
+                )  # fmt: skip
+                acked += [await send(f"after-{i}") for i in range(100)]
+            environment.write_state()
+            (shown,) = json.loads((data / "state.json").read_text())["clusters"]
+            assert [(b["name"], b["master"]) for b in shown["brokers"]] == [
+                (first, False), (replica, True),
+            ]  # fmt: skip
+            return acked, failover_s
+        finally:
+            await environment.stop()
+
+    acked, failover_s = run(scenario)
+    # The replica takes the lease within 1.2 durations; supervision then restarts the old
+    # master within its 2 s interval, which catches up at once (sends resumed after 4.3 s).
+    bound_s = 1.2 * LEASE_DURATION_MS / 1000 + 2.0 + 5.0
+    assert failover_s < bound_s, f"sends failed for {failover_s:.1f} s after the kill"
+    # Every acknowledged message is in both stores (the replica's log is the master's).
+    for process in (first, replica):
+        with MessageStore(data / "default" / "shop" / process / "store", background=False) as store:
+            ids = set()
+            for queue in store.queues.of_topic("orders"):
+                for phys, size, _tag in queue.entries(queue.min_offset, 1 << 20):
+                    record = store.commitlog.read(phys, size)
+                    assert record is not None
+                    ids.add(decode_record(record).uniq_key)
+            assert set(acked) <= ids, f"{process} lacks {len(set(acked) - ids)} messages"

@@ -215,7 +215,7 @@ class Environment:
         self.clusters[key] = cluster
         if not spec.external:
             log.info("brokercluster/%s: name server %s, brokers %s", spec.name,
-                     cluster.name_server, ", ".join(sorted(cluster.brokers)))  # fmt: skip
+                     cluster.name_server, cluster.describe_brokers())  # fmt: skip
 
     def target(self, manifest: Manifest) -> Target | str:
         """Where a Topic's or ConsumerGroup's cluster is, or why it is unknown."""
@@ -303,13 +303,16 @@ class Environment:
         """What ``reconsume status`` shows."""
         clusters = []
         for (namespace, name), cluster in sorted(self.clusters.items()):
+            masters = cluster.masters()
             clusters.append({
                 "namespace": namespace, "name": name, "external": cluster.spec.external,
                 "nameServer": cluster.name_server, "problem": cluster.problem,
+                "replicas": cluster.spec.replicas, "replication": cluster.spec.replication,
                 "brokers": [
-                    {"name": n, "address": c.address, "http": c.http_address,
-                     "running": c.running, "restarts": c.restarts}
-                    for n, c in sorted(cluster.brokers.items())
+                    {"name": n, "broker": cluster.processes[n].broker, "master": n in masters,
+                     "address": c.address, "http": c.http_address, "running": c.running,
+                     "restarts": c.restarts}
+                    for n, c in cluster.ordered()
                 ],
             })  # fmt: skip
         objects = []

@@ -67,6 +67,23 @@ def _table(
     return table
 
 
+def _brokers(cluster: dict[str, Any]) -> str:
+    """Each broker process with its address, ``(down)`` when not running; with replicas one
+    line each, marked ``master`` (its broker's lease holder) or ``replica``."""
+    if cluster.get("external"):
+        return "external"
+    replicated = int(cluster.get("replicas") or 1) > 1
+    shown = []
+    for broker in cluster.get("brokers") or []:
+        tags = ["master" if broker.get("master") else "replica"] if replicated else []
+        if not broker.get("running"):
+            tags.append("down")
+        shown.append(
+            f"{broker['name']} {broker['address']}" + (f" ({', '.join(tags)})" if tags else "")
+        )
+    return ("\n" if replicated else ", ").join(shown)
+
+
 def render(state: dict[str, Any], out: TextIO) -> None:
     console = Console(file=out, width=120, highlight=False, soft_wrap=False)
     namespaced = _namespaced(state)
@@ -82,16 +99,8 @@ def render(state: dict[str, Any], out: TextIO) -> None:
     )
     clusters = _table("Clusters", ("CLUSTER", "NAME SERVER", "BROKERS", "PROBLEM"), namespaced)
     for cluster in state.get("clusters") or []:
-        brokers = (
-            "external"
-            if cluster.get("external")
-            else ", ".join(
-                f"{b['name']} {b['address']}" + ("" if b.get("running") else " (down)")
-                for b in cluster.get("brokers") or []
-            )
-        )
         clusters.add_row(*cells(cluster, cluster["name"], str(cluster.get("nameServer")),
-                                brokers, cluster.get("problem") or ""))  # fmt: skip
+                                _brokers(cluster), cluster.get("problem") or ""))  # fmt: skip
     console.print(clusters)
     groups = _table("Consumer groups", ("NAME", "GROUP", "CLUSTER", "READY", "RETRY", "DLQ",
                     "MESSAGE"), namespaced, right=("RETRY", "DLQ"))  # fmt: skip

@@ -73,7 +73,7 @@ def _announce(environment: Environment, out: TextIO) -> None:
         if cluster.spec.external:
             print(f"cluster {name}: external, name server {cluster.name_server}", file=out)
         else:
-            brokers = ", ".join(f"{n} {c.address}" for n, c in sorted(cluster.brokers.items()))
+            brokers = cluster.describe_brokers()
             print(f"cluster {name}: name server {cluster.name_server}; brokers {brokers}", file=out)
     for key, state in sorted(environment.objects.items()):
         print(f"{key[0].lower()}/{key[2]}: {state.reason} {state.message}".rstrip(), file=out)

@@ -60,3 +60,27 @@ def test_no_state_and_a_foreign_file_are_clear_errors(
     (tmp_path / "state.json").write_text("{not json")
     assert status.main(tmp_path, io.StringIO()) == 1
     assert "is not a state file of reconsume up" in capsys.readouterr().err
+
+
+def test_with_replicas_each_broker_process_is_a_line_saying_if_it_is_master(tmp_path: Path) -> None:
+    def process(
+        name: str, broker: str, port: int, master: bool, running: bool = True
+    ) -> dict[str, object]:
+        return {"name": name, "broker": broker, "address": f"127.0.0.1:{port}",
+                "master": master, "running": running}  # fmt: skip
+
+    cluster = {**STATE["clusters"][0], "replicas": 2, "brokers": [
+        process("shop-broker-0", "shop-broker-0", 1, False, running=False),
+        process("shop-broker-r1-0", "shop-broker-0", 2, True),
+        process("shop-broker-1", "shop-broker-1", 3, True),
+        process("shop-broker-r1-1", "shop-broker-1", 4, False),
+    ]}  # fmt: skip
+    (tmp_path / "state.json").write_text(json.dumps({**STATE, "clusters": [cluster]}))
+    out = io.StringIO()
+    assert status.main(tmp_path, out) == 0
+    cells = [line.split("│")[3].strip() for line in out.getvalue().splitlines()
+             if "127.0.0.1:" in line and line.count("│") == 5]  # fmt: skip
+    assert cells == [
+        "shop-broker-0 127.0.0.1:1 (replica, down)", "shop-broker-r1-0 127.0.0.1:2 (master)",
+        "shop-broker-1 127.0.0.1:3 (master)", "shop-broker-r1-1 127.0.0.1:4 (replica)",
+    ]  # fmt: skip
