@@ -73,6 +73,24 @@ $(JAVA_CLIENT_STAMP): $(JAVA_CLIENT)/pom.xml $(JAVA_CLIENT_SOURCES)
 ## compat-deps: also the Java client driver (Maven artifacts cached under $(CACHE_DIR)/m2)
 compat-deps: $(JAVA_CLIENT_STAMP)
 
+# The compat tier's Go client driver: Apache RocketMQ's rocketmq-client-go, pinned by its go.mod
+# and go.sum, built into bin/go-client-driver (Go's module and build caches under
+# $(CACHE_DIR)/go, as for kube-bin below); rebuilt when go.mod, go.sum or a source changes.
+# Without go this only warns, like npm above.
+GO_CLIENT := tests/compat/go
+GO_CLIENT_DRIVER := $(GO_CLIENT)/bin/go-client-driver
+
+$(GO_CLIENT_DRIVER): $(GO_CLIENT)/go.mod $(GO_CLIENT)/go.sum $(wildcard $(GO_CLIENT)/*.go)
+	@if command -v go >/dev/null 2>&1; then \
+		cd $(GO_CLIENT) && $(GO_ENV) GOFLAGS=-mod=readonly go build -trimpath -buildvcs=false \
+			-ldflags '-s -w' -o bin/go-client-driver .; \
+	else \
+		echo "make: go not found, not building $(GO_CLIENT) (its compat tests need it)"; \
+	fi
+
+## compat-deps: also the Go client driver (Go's caches under $(CACHE_DIR)/go)
+compat-deps: $(GO_CLIENT_DRIVER)
+
 # The Kubernetes binaries of the k8s and node tiers: tools/kube (a Go module pinning
 # k8s.io/kubernetes) builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 # kube-proxy, kubectl and the pod sandbox's pause program in one `go build` (they share most
@@ -246,4 +264,4 @@ bench: $(STAMP) bench-java
 # clean keeps $(CACHE_DIR): downloads and the built kube-apiserver outlive the work tree.
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(ALI_ONS)/node_modules \
-		$(JAVA_CLIENT)/target reconsume-demo
+		$(JAVA_CLIENT)/target $(GO_CLIENT)/bin reconsume-demo

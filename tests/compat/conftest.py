@@ -136,3 +136,29 @@ def find_java_client() -> JavaClient:
     if not JAVA_CLIENT_JAR.is_file():
         missing(f"the Java client driver is not built ({JAVA_CLIENT_JAR}): run `make compat-deps`")
     return JavaClient(java, JAVA_CLIENT_JAR)
+
+
+GO_CLIENT_DIR = HERE / "go"
+GO_CLIENT_DRIVER = GO_CLIENT_DIR / "bin" / "go-client-driver"
+
+
+@dataclass(frozen=True)
+class GoClient:
+    driver: Path
+    """The driver (``go/*.go``), built by ``make compat-deps`` with Apache RocketMQ's
+    rocketmq-client-go, pinned by ``go/go.mod`` and ``go/go.sum``."""
+
+    def command(self, scenario: str, *args: str, state_dir: Path) -> list[str]:
+        """``driver <scenario> <args>``; the client logs its warnings and errors to
+        ``state_dir/rocketmq_client.log`` (not to stderr)."""
+        state_dir.mkdir(parents=True, exist_ok=True)
+        return [str(self.driver), scenario, *args, f"--log={state_dir / 'rocketmq_client.log'}"]
+
+
+@pytest.fixture(scope="session")
+def go_client() -> GoClient:
+    """The Go client driver (Apache RocketMQ's Go client, pinned by ``go/go.mod``)."""
+    if not GO_CLIENT_DRIVER.is_file():
+        how = "`make compat-deps`" if shutil.which("go") else "install Go, then `make compat-deps`"
+        missing(f"the Go client driver is not built ({GO_CLIENT_DRIVER}): run {how}")
+    return GoClient(GO_CLIENT_DRIVER)

@@ -1,0 +1,88 @@
+"""Running the Go client driver (``go/``, Apache RocketMQ's rocketmq-client-go) against a
+:mod:`tests.compat.servers` cluster, and reading its JSON-lines events (the same events as the
+Java client driver's, read into the same :class:`~.java_client_support.DriverRun`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reconsume.message.names import retry_topic
+
+from ..integration.wire_client import BrokerClient, eventually, ok
+from .conftest import GoClient
+from .java_client_support import DriverRun, Event
+from .servers import Cluster
+
+DRIVER_TIMEOUT_S = 45
+"""The test kills a driver after this long; the driver gives up by itself 10 s earlier (exit
+2, naming what it still waits for)."""
+ROUTE_REFRESH_S = 30
+"""How often the Go client asks the name server for the routes of the topics it uses: its
+``_PullNameServerInterval``, a constant (``internal/client.go``), where the Java client has
+``pollNameServerInterval``."""
+
+
+def run_driver(
+    go_client: GoClient,
+    cluster: Cluster,
+    scenario: str,
+    state_dir: Path,
+    timeout_s: float = DRIVER_TIMEOUT_S,
+    **options: object,
+) -> DriverRun:
+    """Run one scenario to its end (``options`` become ``--name=value``, ``_`` as ``-``) and
+    assert it finished: exit 0 after its "done" event."""
+    args = [
+        f"--namesrv={cluster.namesrv.address}",
+        f"--timeout-ms={int(timeout_s - 10) * 1000}",
+        *(f"--{name.replace('_', '-')}={value}" for name, value in options.items()),
+    ]
+    command = go_client.command(scenario, *args, state_dir=state_dir)
+    try:
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        output = exc.stdout or b""
+        text = output.decode(errors="replace") if isinstance(output, bytes) else output
+        pytest.fail(f"Go driver hung past {timeout_s}s; its output:\n{text[-4000:]}")
+    sequence: list[Event] = [json.loads(line) for line in completed.stdout.splitlines()]
+    events: dict[str, list[Event]] = {}
+    for event in sequence:
+        events.setdefault(event["event"], []).append(event)
+    run = DriverRun(completed.returncode, sequence, events, completed.stderr, client_log(state_dir))
+    assert run.returncode == 0, run.explain()
+    assert run["done"], run.explain()
+    return run
+
+
+def client_log(state_dir: Path) -> str:
+    """The client's own log: its warnings and errors."""
+    path = state_dir / "rocketmq_client.log"
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+async def create_retry_topic(cluster: Cluster, group: str, queues: int = 1) -> None:
+    """``%RETRY%<group>`` with ``queues`` queues on each broker (a new group's
+    ``retryQueueNums``), visible in the name server's route.
+
+    The brokers create it themselves at the group's first heartbeat, as RocketMQ's do; but the
+    Go client asks for its route before that heartbeat, and then only every
+    :data:`ROUTE_REFRESH_S`, rebalancing every 20 s: it would pull a retry topic created that
+    way some 40 s after it started. Created beforehand (as ``mqadmin updateTopic`` would), its
+    first rebalance takes it."""
+    topic = retry_topic(group)
+    async with BrokerClient() as admin:
+        for broker in cluster.brokers.values():
+            ok(await admin.create_topic(broker.address, topic, queues))
+
+        async def routed() -> bool:
+            route = await admin.route(cluster.namesrv.address, topic) or {}
+            found = {q["brokerName"]: q["readQueueNums"] for q in route.get("queueDatas", [])}
+            return found == dict.fromkeys(cluster.brokers, queues)
+
+        await eventually(routed, what=f"route of {topic} on every broker")
