@@ -25,6 +25,17 @@ JVM per command, each printing one JSON line:
   time.
 
 Both brokers: one broker, 127.0.0.1, 64 MiB commit-log files, delay levels ``DELAY_LEVELS``.
+
+With ``--replication`` each system is a master and one replica kept in sync instead: two
+``reconsume broker`` processes (``--replication Sync`` and ``--broker-id 1 --master``,
+``bench.servers.replicated_servers``) against Apache RocketMQ's SYNC_MASTER and SLAVE of one
+brokerName (``bench.rocketmq_servers.rocketmq_replicated_servers``), same flush mode on all
+four brokers. Setup then also waits until the name server lists both brokers and a send is
+answered SEND_OK (the replica is in sync); produce, consume and retry run under both flush
+modes, lateness not at all. The JSON goes to ``compare_rocketmq_replication.json`` and the
+section of bench/RESULTS.md to ``compare_rocketmq_replication.md`` beside it:
+
+    python -m bench.compare_rocketmq --replication --out bench/out   # ~10 min
 """
 
 from __future__ import annotations
@@ -37,11 +48,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from bench.common import DEFAULT_OUT, loadavg, machine_info, write_json
+from bench.rocketmq_report import render_replication
 from bench.rocketmq_servers import (
     BROKER_JVM,
     BROKER_MAIN,
@@ -54,13 +66,16 @@ from bench.rocketmq_servers import (
     display,
     ensure_built,
     loadgen_command,
+    replicated_broker_confs,
+    rocketmq_replicated_servers,
     rocketmq_servers,
     versions,
 )
-from bench.servers import Running, cpu_seconds, servers
+from bench.servers import REPLICATION_ARGS, Running, cpu_seconds, replicated_servers, servers
 
 SYSTEMS = ("reconsume", "rocketmq")
 FILE = "compare_rocketmq"
+REPLICATION_FILE = "compare_rocketmq_replication"
 RETRY_GROUP = "bench-retry"
 TOPICS = ("BenchWarmup", "BenchProduce", "BenchConsume", "BenchRetry", "BenchDelay")
 
@@ -103,13 +118,17 @@ class CompareSizes:
         )
 
 
-def commands(sizes: CompareSizes, flush_mode: str) -> list[tuple[str, list[str]]]:
+def commands(
+    sizes: CompareSizes, flush_mode: str, replication: bool = False
+) -> list[tuple[str, list[str]]]:
     """(case, LoadGen arguments after ``--namesrv``) in the order they run."""
     produce = ["--topic", "BenchProduce", "--seconds", f"{sizes.produce_seconds:g}"]
     produce += ["--warmup-seconds", f"{sizes.produce_warmup_seconds:g}", "--body", "1024"]
+    # With a replica: the slave registered and in sync (a send answered SEND_OK) first.
+    wait = ["--replicas", "2", "--probe-topic", "BenchWarmup"] if replication else []
     cases = [
         ("setup", ["setup", "--topics", ",".join(TOPICS), "--queues", "8",
-                   "--retry-groups", RETRY_GROUP]),
+                   "--retry-groups", RETRY_GROUP, *wait]),
         ("warmup", ["produce", "--topic", "BenchWarmup", "--threads", "8",
                     "--seconds", f"{sizes.warmup_seconds:g}", "--warmup-seconds", "0"]),
         ("warmup-drain", ["consume", "--topic", "BenchWarmup", "--group", "bench-warmup",
@@ -117,8 +136,17 @@ def commands(sizes: CompareSizes, flush_mode: str) -> list[tuple[str, list[str]]
         ("produce-1", ["produce", "--threads", "1", *produce]),
         ("produce-8", ["produce", "--threads", "8", *produce]),
     ]  # fmt: skip
+    messages = str(sizes.consume_messages)
+    if replication:
+        return [
+            *cases,
+            ("fill", ["fill", "--topic", "BenchConsume", "--messages", messages]),
+            ("consume", ["consume", "--topic", "BenchConsume", "--group", "bench-consume",
+                         "--messages", messages]),
+            ("retry", ["retry", "--topic", "BenchRetry", "--group", RETRY_GROUP,
+                       "--messages", str(sizes.retry_messages)]),
+        ]  # fmt: skip
     if flush_mode == "Async":
-        messages = str(sizes.consume_messages)
         lateness = [
             "--seconds",
             f"{sizes.lateness_seconds:g}",
@@ -144,7 +172,20 @@ def commands(sizes: CompareSizes, flush_mode: str) -> list[tuple[str, list[str]]
     return cases
 
 
-def _servers(system: str, data_root: Path, flush_mode: str) -> AbstractContextManager[Running]:
+def _servers(
+    system: str,
+    data_root: Path,
+    flush_mode: str,
+    replication: bool = False,
+    replica_flush: str | None = None,
+) -> AbstractContextManager[Running]:
+    if replication:
+        if system == "rocketmq":
+            return rocketmq_replicated_servers(data_root, flush_mode, DELAY_LEVELS)
+        return replicated_servers(
+            data_root, flush_mode, "--delay-levels", DELAY_LEVELS, name="vs-rocketmq-replicated",
+            replica_flush=replica_flush,
+        )  # fmt: skip
     if system == "rocketmq":
         return rocketmq_servers(data_root, flush_mode, DELAY_LEVELS)
     return servers(data_root, flush_mode, "--delay-levels", DELAY_LEVELS, name="vs-rocketmq")
@@ -159,23 +200,36 @@ def _loadgen(args: list[str], running: Running, log_root: Path) -> dict[str, Any
     return result
 
 
+def _replica_cpu(running: Running) -> float:
+    return sum(cpu_seconds(replica.pid) for replica in running.replicas)
+
+
 def run_system(
-    system: str, flush_mode: str, sizes: CompareSizes, data_root: Path, log: Callable[[str], None]
+    system: str,
+    flush_mode: str,
+    sizes: CompareSizes,
+    data_root: Path,
+    log: Callable[[str], None],
+    replication: bool = False,
+    replica_flush: str | None = None,
 ) -> dict[str, Any]:
-    """Start ``system``'s pair, run every command against it, stop it."""
+    """Start ``system``'s servers, run every command against them, stop them."""
     cases: dict[str, Any] = {}
     started = time.perf_counter()
-    with _servers(system, data_root, flush_mode) as running:
+    with _servers(system, data_root, flush_mode, replication, replica_flush) as running:
         start_seconds = time.perf_counter() - started
         log_root = running.store.parent / "client-logs"
         warmup_sent = "0"
-        for case, args in commands(sizes, flush_mode):
+        for case, args in commands(sizes, flush_mode, replication):
             args = [warmup_sent if a == "WARMUP_SENT" else a for a in args]
             load_start, cpu_start = loadavg(), cpu_seconds(running.broker.pid)
+            replica_cpu_start = _replica_cpu(running)
             wall_start = time.perf_counter()
             result = _loadgen(args, running, log_root)
             result["wall_seconds"] = time.perf_counter() - wall_start
             result["broker_cpu_seconds"] = cpu_seconds(running.broker.pid) - cpu_start
+            if running.replicas:
+                result["replica_cpu_seconds"] = _replica_cpu(running) - replica_cpu_start
             result["loadavg_start"] = load_start
             result["args"] = args
             cases[case] = result
@@ -186,6 +240,8 @@ def run_system(
     return {
         "system": system,
         "flush_mode": flush_mode,
+        "replication": replication,
+        "replica_flush": (replica_flush or flush_mode) if replication else None,
         "start_seconds": start_seconds,
         "stop_seconds": time.perf_counter() - stopping,
         "cases": cases,
@@ -204,12 +260,39 @@ def _brief(result: dict[str, Any]) -> str:
     return f"{result.get('seconds', 0):.1f} s"
 
 
-def settings(sizes: CompareSizes) -> dict[str, Any]:
+def _example_confs(flush_mode: str) -> tuple[str, str]:
+    ports, stores = (10911, 10921), ("DIR/store-master", "DIR/store-slave")
+    return replicated_broker_confs(9876, ports, stores, flush_mode, DELAY_LEVELS)
+
+
+def _replicated_settings(sizes: CompareSizes) -> dict[str, Any]:
+    """The master's and slave's broker.conf and reconsume's two broker commands."""
+    reconsume = (
+        "reconsume broker --listen 127.0.0.1:0 --namesrv NAMESRV --broker-name bench-broker "
+        "--cluster bench --flush MODE --config broker.toml "
+        f"--delay-levels {shlex.quote(DELAY_LEVELS)}"
+    )
+    return {
+        "broker_conf": {
+            mode: dict(zip(("master", "slave"), _example_confs(mode), strict=True))
+            for mode in sizes.flush_modes
+        },
+        "reconsume_commands": [
+            "reconsume namesrv --listen 127.0.0.1:0",
+            f"{reconsume} --store-dir DIR/store {shlex.join(REPLICATION_ARGS)}   # MASTER",
+            f"{reconsume} --store-dir DIR/replica --broker-id 1 --master MASTER",
+            "# broker.toml: [store] commit_log_segment_bytes = 67108864",
+        ],
+    }
+
+
+def settings(sizes: CompareSizes, replication: bool = False) -> dict[str, Any]:
     """What the report shows of how the servers and the load generator were run (``DIR``: the
     run's data directory; ports are picked free for each run)."""
     java_lib = "bench/java/servers/target/lib/*"
     home = ("-Drocketmq.home.dir=DIR", "-Duser.home=DIR", "-cp", java_lib)
     return {
+        "replication": replication,
         "delay_levels": DELAY_LEVELS,
         "sizes": asdict(sizes),
         "mvn": display(MVN_COMMAND),
@@ -233,9 +316,13 @@ def settings(sizes: CompareSizes) -> dict[str, Any]:
         "loadgen_prefix": display(loadgen_command("-", "-", log_root=Path("DIR"))[:-3]),
         "loadgen_jvm": list(LOADGEN_JVM),
         "commands": {
-            mode: [{"case": case, "args": shlex.join(args)} for case, args in commands(sizes, mode)]
+            mode: [
+                {"case": case, "args": shlex.join(args)}
+                for case, args in commands(sizes, mode, replication)
+            ]
             for mode in sizes.flush_modes
         },
+        **(_replicated_settings(sizes) if replication else {}),
     }
 
 
@@ -244,9 +331,20 @@ def run(
     quick: bool = False,
     log: Callable[[str], None] = print,
     systems: Sequence[str] = SYSTEMS,
+    replication: bool = False,
+    flush_modes: Sequence[str] | None = None,
+    replica_flush: str | None = None,
 ) -> dict[str, Any]:
+    """Every command against each system, per flush mode; ``replica_flush``: reconsume's replica
+    under this flush mode instead of the master's (with ``replication``)."""
     sizes = CompareSizes.quick() if quick else CompareSizes.full()
-    document: dict[str, Any] = {"scenario": FILE, "quick": quick, "settings": settings(sizes)}
+    if flush_modes is not None:
+        sizes = replace(sizes, flush_modes=tuple(flush_modes))
+    document: dict[str, Any] = {
+        "scenario": REPLICATION_FILE if replication else FILE,
+        "quick": quick,
+        "settings": settings(sizes, replication),
+    }
     reason = ensure_built(log)
     if reason is not None:
         if not quick:
@@ -256,7 +354,7 @@ def run(
         return document
     document["versions"] = versions()
     document["runs"] = [
-        run_system(system, flush_mode, sizes, data_root, log)
+        run_system(system, flush_mode, sizes, data_root, log, replication, replica_flush)
         for flush_mode in sizes.flush_modes
         for system in systems
     ]
@@ -280,18 +378,50 @@ def main(argv: list[str] | None = None) -> int:
         help="which pairs to run, comma-separated (default: %(default)s); e.g. reconsume alone "
         "with PYTHONPATH naming another checkout's broker_image, for a before/after",
     )
-    parser.add_argument("--file", default=FILE, help="JSON file name under OUT (%(default)s)")
+    parser.add_argument(
+        "--replication",
+        action="store_true",
+        help="a master and one Sync replica per system instead of one broker",
+    )
+    parser.add_argument(
+        "--flush-modes", help="comma-separated subset of Async,Sync (default: both; quick: Async)"
+    )
+    parser.add_argument(
+        "--replica-flush",
+        choices=("Async", "Sync"),
+        help="with --replication: reconsume's replica under this flush mode (default: the "
+        "master's), e.g. Async beside a Sync master, as Apache RocketMQ's slave acknowledges "
+        "before its own flush",
+    )
+    parser.add_argument(
+        "--file", help=f"JSON file name under OUT ({FILE}, with --replication {REPLICATION_FILE})"
+    )
     args = parser.parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
-    data_root: Path = args.data_dir or args.out / "data"
+    flush_modes = None if args.flush_modes is None else args.flush_modes.split(",")
+    if flush_modes is not None and not set(flush_modes) <= {"Async", "Sync"}:
+        parser.error(f"unknown flush modes in {args.flush_modes!r}")
+    file = args.file or (REPLICATION_FILE if args.replication else FILE)
+    # Absolute: the Java servers run in their own directories and read their paths from there.
+    data_root: Path = (args.data_dir or args.out / "data").resolve()
+    command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
+    started_at, load_start = time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg()
     started = time.perf_counter()
-    document = run(data_root, args.quick, systems=systems)
+    document = run(
+        data_root, args.quick, systems=systems, replication=args.replication,
+        flush_modes=flush_modes, replica_flush=args.replica_flush,
+    )  # fmt: skip
     document["machine"] = machine_info(data_root)
     document["wall_seconds"] = time.perf_counter() - started
-    write_json(args.out / f"{args.file}.json", document)
+    document["command"] = command
+    document["started"], document["finished"] = started_at, time.strftime("%Y-%m-%d %H:%M:%S %z")
+    document["loadavg_start"], document["loadavg_end"] = load_start, loadavg()
+    write_json(args.out / f"{file}.json", document)
+    if args.replication:
+        (args.out / f"{file}.md").write_text("\n".join(render_replication(document)) + "\n")
     print("\n".join(_iter_rows(document)))
     return 0
 

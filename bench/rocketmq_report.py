@@ -6,6 +6,8 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
+from bench.rocketmq_servers import display
+
 Row = tuple[str, str, bool]
 """(label, case, higher is better)."""
 
@@ -216,5 +218,150 @@ def render_rocketmq(result: dict[str, Any]) -> list[str]:
         "### How it was run",
         "",
         *_commands(result),
+    ]
+    return lines
+
+
+def _replicated_figures(result: dict[str, Any], flush_mode: str) -> list[str]:
+    runs = _runs(result, flush_mode)
+    ours, theirs = runs.get("reconsume"), runs.get("rocketmq")
+    rows: list[list[str]] = []
+    for label, case in (("produce, 1 thread", "produce-1"), ("produce, 8 threads", "produce-8")):
+        a, b = _get(ours, case, "msgs_per_s"), _get(theirs, case, "msgs_per_s")
+        rows.append([f"**{label}: msg/s**", _rate(a), _rate(b), f"**{_ratio(a, b)}**"])
+        for q in ("p50", "p99"):
+            a, b = _get(ours, case, f"latency_{q}_ms"), _get(theirs, case, f"latency_{q}_ms")
+            rows.append([f"{label}: send latency {q} ms", _ms(a), _ms(b), _ratio(a, b)])
+    for label, case in (
+        ("consume (push, drain a filled topic): msg/s", "consume"),
+        ("retry path (fail once, succeed on redelivery): msg/s", "retry"),
+    ):
+        a, b = _get(ours, case, "msgs_per_s"), _get(theirs, case, "msgs_per_s")
+        rows.append([f"**{label}**", _rate(a), _rate(b), f"**{_ratio(a, b)}**"])
+    for label, case, count in (
+        ("produce, 1 thread", "produce-1", "sent_total"),
+        ("produce, 8 threads", "produce-8", "sent_total"),
+        ("consume", "consume", "messages"),
+        ("retry path", "retry", "messages"),
+    ):
+        for who, key in (("master", "broker_cpu_seconds"), ("replica", "replica_cpu_seconds")):
+            a, b = (
+                _per_message(cases, case, key, count) for cases in (ours, theirs)
+            )  # fmt: skip
+            rows.append([f"{label}: {who} CPU µs/msg", _ms(a, 0), _ms(b, 0), _ratio(a, b)])
+    for label, case in (("produce, 1 thread", "produce-1"), ("produce, 8 threads", "produce-8")):
+        a, b = _not_ok(ours, case), _not_ok(theirs, case)
+        rows.append([f"{label}: sends not answered SEND_OK", _count(a), _count(b), ""])
+    return _table(["", "reconsume", "Apache RocketMQ", "reconsume / RocketMQ"], rows)
+
+
+def _per_message(cases: dict[str, Any] | None, case: str, key: str, count: str) -> float | None:
+    cpu, messages = _get(cases, case, key), _get(cases, case, count)
+    return None if cpu is None or not messages else cpu / messages * 1e6
+
+
+def _not_ok(cases: dict[str, Any] | None, case: str) -> float | None:
+    not_ok, errors = _get(cases, case, "not_ok"), _get(cases, case, "errors")
+    return None if not_ok is None or errors is None else not_ok + errors
+
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _replicated_commands(result: dict[str, Any]) -> list[str]:
+    s = result["settings"]
+    lines = [
+        "Apache RocketMQ (`DIR`: the run's data directory, removed afterwards; ports picked "
+        "free for each run; each broker its own `user.home` under `DIR`):",
+        "",
+        "```",
+        s["namesrv_command"],
+        s["broker_command"].replace("broker.conf", "broker-master.conf") + "   # then:",
+        s["broker_command"].replace("broker.conf", "broker-slave.conf"),
+        "```",
+        "",
+    ]
+    for mode, confs in s["broker_conf"].items():
+        for role, conf in confs.items():
+            lines += [
+                f"broker-{role}.conf ({mode} flush):",
+                "",
+                "```properties",
+                conf.rstrip(),
+                "```",
+                "",
+            ]
+    lines += ["reconsume (`bench/servers.py`):", "", "```", *s["reconsume_commands"], "```", ""]
+    lines += [
+        "The load generator, against each system in turn, one JVM per command (`NAMESRV`: that "
+        "system's name server; `WARMUP_SENT`: the number of messages the warm-up sent):",
+        "",
+        "```",
+        f'loadgen() {{ {s["loadgen_prefix"]} "$@"; }}',
+    ]
+    for mode, cases in s["commands"].items():
+        lines.append(f"# {mode} flush")
+        for case in cases:
+            name, _, rest = case["args"].partition(" ")
+            lines.append(f"loadgen {name} --namesrv NAMESRV {rest}")
+    return [*lines, "```"]
+
+
+def render_replication(result: dict[str, Any]) -> list[str]:
+    """The throughput part of "Replication: Sync replica side by side with Apache RocketMQ
+    SYNC_MASTER + SLAVE" (``python -m bench.compare_rocketmq --replication``)."""
+    if result.get("skipped"):
+        first, _, rest = str(result["skipped"]).partition("\n")
+        return [f"**Skipped**: {first}", *(["", "```", rest, "```"] if rest else [])]
+    sizes = result["settings"]["sizes"]
+    machine = result.get("machine", {})
+    lines = [
+        f"Run {result.get('started', '?')} to {result.get('finished', '?')} (load average "
+        f"{result.get('loadavg_start', '?')} at its start, {result.get('loadavg_end', '?')} at "
+        "its end):",
+        "",
+        "```",
+        display(str(result.get("command", "?")).split(" ")),
+        "```",
+        "",
+        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores, "
+        f"{(machine.get('mem_total_bytes') or 0) / 2**30:.2f} GiB RAM, "
+        f"{machine.get('filesystem', {}).get('type', '?')} on "
+        f"{machine.get('filesystem', {}).get('device', '?')}; all processes on this one "
+        "machine, over loopback.",
+        "",
+        "As in *reconsume vs Apache RocketMQ* above (the same load generator, one JVM per "
+        "command, one system at a time, the same warm-up), but each system is a master and one "
+        "replica kept in sync, all on this machine: two `reconsume broker` processes, the "
+        "master with `--replication Sync` and a replica `--broker-id 1 --master MASTER`, "
+        "against an Apache RocketMQ SYNC_MASTER (brokerId 0) and SLAVE (brokerId 1) of one "
+        "brokerName, with `inSyncReplicas=2` on the master (since 5.0 a SYNC_MASTER waits for "
+        "`inSyncReplicas` copies, its own included, 1 by default: without it the master "
+        "answers before its slave has the message). On both, a send is answered only once the "
+        "replica has the message; all four brokers use the flush mode of the table. Setup "
+        "waits until the name server lists both brokers and a send is answered SEND_OK. "
+        f"produce: sync `send()` of 1 KiB bodies, {sizes['produce_seconds']:g} s measured after "
+        f"{sizes['produce_warmup_seconds']:g} s unmeasured; consume: "
+        f"{sizes['consume_messages']:,} messages stored by batch sends, drained by one push "
+        f"consumer; retry path: {sizes['retry_messages']:,} messages, each failed once "
+        "(send-back to the master, delay level 3 = 1 s, `%RETRY%bench-retry`) and consumed on "
+        "its redelivery. *CPU µs/msg*: CPU time of the master or of the replica process over "
+        "the whole command (unmeasured seconds included) per message. Bold: the figures the "
+        "comparison is about; above 1 reconsume is faster.",
+        "",
+        *_versions(result),
+        "",
+    ]
+    for mode in sizes["flush_modes"]:
+        lines += [f"#### {mode} flush", "", *_replicated_figures(result, mode), ""]
+    lines += [
+        "The load averages at the start of each case, and the servers' start and stop times:",
+        "",
+        *_conditions(result),
+        "",
+        "#### How it was run",
+        "",
+        *_replicated_commands(result),
     ]
     return lines

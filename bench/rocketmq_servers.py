@@ -8,6 +8,8 @@ are built by the Maven project ``bench/java`` (``make bench-java``, or :func:`en
     reason = ensure_built(print)          # None once built, else why it cannot run
     with rocketmq_servers(data_root, "Async", DELAY_LEVELS) as running:
         running.namesrv, running.broker.pid
+    with rocketmq_replicated_servers(data_root, "Sync", DELAY_LEVELS) as running:
+        running.broker.pid, running.replicas[0].pid     # SYNC_MASTER and SLAVE
 
 The JVM options are those of RocketMQ's ``bin/runserver.sh`` and ``bin/runbroker.sh`` with the
 heaps sized for a 2-core, 24 GiB machine (and without the GC log files). Every file a server
@@ -147,29 +149,45 @@ def _any_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def free_ports() -> tuple[int, int]:
-    """A name-server port and a broker port ``p`` with ``p - 2`` (the broker's second, "fast"
-    port) and ``p + 1`` (its HA port, bound on every address) free as well."""
+def free_ports(brokers: int = 1) -> tuple[int, ...]:
+    """A name-server port and ``brokers`` broker ports ``p``, each with ``p - 2`` (the broker's
+    second, "fast" port) and ``p + 1`` (its HA port, bound on every address) free as well."""
     for _ in range(100):
-        namesrv, broker = _any_port(), _any_port()
-        if abs(namesrv - broker) <= 3 or broker - 2 <= 1024:
+        ports = [_any_port() for _ in range(brokers + 1)]
+        spans = [(port - 2, port + 1) for port in ports[1:]]
+        if any(low <= 1024 for low, _ in spans) or any(
+            a < d + 1 and c < b + 1 for i, (a, b) in enumerate(spans) for c, d in spans[i + 1 :]
+        ):
+            continue  # a broker's span too low, or two spans overlapping
+        if any(low <= ports[0] <= high for low, high in spans):
             continue
-        if all(_bindable(port) for port in (namesrv, broker - 2, broker, broker + 1)):
-            return namesrv, broker
-    raise RuntimeError("no free ports for the RocketMQ name server and broker")
+        wanted = [ports[0], *(p for port in ports[1:] for p in (port - 2, port, port + 1))]
+        if all(_bindable(port) for port in wanted):
+            return tuple(ports)
+    raise RuntimeError("no free ports for the RocketMQ name server and brokers")
 
 
 def broker_conf(
-    namesrv_port: int, broker_port: int, store: str, flush_mode: str, delay_levels: str
+    namesrv_port: int,
+    broker_port: int,
+    store: str,
+    flush_mode: str,
+    delay_levels: str,
+    *,
+    role: str = "ASYNC_MASTER",
+    broker_id: int = 0,
+    broker_name: str = "bench-broker",
+    extra: tuple[str, ...] = (),
 ) -> str:
-    """broker.conf: one master, loopback, 64 MiB commit-log files, ``flush_mode``."""
+    """broker.conf: one master (or ``role`` and ``broker_id``), loopback, 64 MiB commit-log
+    files, ``flush_mode``; ``extra`` lines (``key=value``) at the end."""
     flush = {"Async": "ASYNC_FLUSH", "Sync": "SYNC_FLUSH"}[flush_mode]
     return "\n".join(
         [
             "brokerClusterName=bench",
-            "brokerName=bench-broker",
-            "brokerId=0",
-            "brokerRole=ASYNC_MASTER",
+            f"brokerName={broker_name}",
+            f"brokerId={broker_id}",
+            f"brokerRole={role}",
             f"flushDiskType={flush}",
             f"listenPort={broker_port}",
             f"haListenPort={broker_port + 1}",
@@ -181,9 +199,41 @@ def broker_conf(
             "autoCreateTopicEnable=true",
             "autoCreateSubscriptionGroup=true",
             f"messageDelayLevel={delay_levels}",
+            *extra,
             "",
         ]
     )
+
+
+SYNC_MASTER = ("inSyncReplicas=2", "totalReplicas=2")
+"""The master's lines beside ``brokerRole=SYNC_MASTER``: since 5.0 a SYNC_MASTER waits for
+``inSyncReplicas`` copies, the master's own included, and that is 1 by default, so without
+them it answers a send before its slave has the message (4.x's SYNC_MASTER always waited)."""
+
+
+def replicated_broker_confs(
+    namesrv_port: int,
+    ports: tuple[int, int],
+    stores: tuple[str, str],
+    flush_mode: str,
+    delay_levels: str,
+) -> tuple[str, str]:
+    """broker.conf of a SYNC_MASTER (brokerId 0) and of its SLAVE (brokerId 1): the same
+    brokerName and flushDiskType; the slave finds the master's HA port through the name
+    server."""
+    master = broker_conf(
+        namesrv_port,
+        ports[0],
+        stores[0],
+        flush_mode,
+        delay_levels,
+        role="SYNC_MASTER",
+        extra=SYNC_MASTER,
+    )
+    slave = broker_conf(
+        namesrv_port, ports[1], stores[1], flush_mode, delay_levels, role="SLAVE", broker_id=1
+    )
+    return master, slave
 
 
 def _start_java(
@@ -227,7 +277,7 @@ def rocketmq_servers(
     """An Apache RocketMQ name server and broker with a fresh store under
     ``data_root/rocketmq-<flush mode>-*``; the broker's ``pid`` is ``running.broker.pid``."""
     with ExitStack() as stack:
-        home = stack.enter_context(data_dir(data_root, f"rocketmq-{flush_mode.lower()}"))
+        home = stack.enter_context(data_dir(data_root.resolve(), f"rocketmq-{flush_mode.lower()}"))
         namesrv_port, broker_port = free_ports()
         namesrv_conf = home / "namesrv.conf"
         namesrv_conf.write_text(f"listenPort={namesrv_port}\nbindAddress=127.0.0.1\n")
@@ -243,3 +293,111 @@ def rocketmq_servers(
         broker = _start_java(BROKER_JVM, home, BROKER_MAIN, conf, f"127.0.0.1:{broker_port}")
         stack.callback(broker.stop, STOP_TIMEOUT_S)
         yield Running(namesrv.address, broker, flush_mode, store)
+
+
+@contextmanager
+def rocketmq_replicated_servers(
+    data_root: Path, flush_mode: str, delay_levels: str = DELAY_LEVELS
+) -> Iterator[Running]:
+    """An Apache RocketMQ name server, a SYNC_MASTER and its SLAVE (``replicated_broker_confs``)
+    with fresh stores under ``data_root/rocketmq-sync-master-<flush mode>-*``; the slave is
+    ``running.replicas[0]``. The slave may still be connecting when this yields (the load
+    generator's ``setup --replicas 2 --probe-topic T`` waits for it)."""
+    with ExitStack() as stack:
+        name = f"rocketmq-sync-master-{flush_mode.lower()}"
+        home = stack.enter_context(data_dir(data_root.resolve(), name))
+        namesrv_port, master_port, slave_port = free_ports(2)
+        namesrv_conf = home / "namesrv.conf"
+        namesrv_conf.write_text(f"listenPort={namesrv_port}\nbindAddress=127.0.0.1\n")
+        stores = (home / "store-master", home / "store-slave")
+        confs = replicated_broker_confs(
+            namesrv_port, (master_port, slave_port), (str(stores[0]), str(stores[1])),
+            flush_mode, delay_levels,
+        )  # fmt: skip
+        namesrv = _start_java(
+            NAMESRV_JVM, home, NAMESRV_MAIN, namesrv_conf, f"127.0.0.1:{namesrv_port}"
+        )
+        stack.callback(namesrv.stop, STOP_TIMEOUT_S)
+        started: list[Server] = []
+        roles = zip(("master", "slave"), confs, (master_port, slave_port), strict=True)
+        for role, conf_text, port in roles:
+            conf = home / f"broker-{role}.conf"
+            conf.write_text(conf_text)
+            # Each broker its own user.home, so their logs stay apart.
+            broker_home = home / role
+            broker_home.mkdir()
+            server = _start_java(BROKER_JVM, broker_home, BROKER_MAIN, conf, f"127.0.0.1:{port}")
+            stack.callback(server.stop, STOP_TIMEOUT_S)
+            started.append(server)
+        yield Running(namesrv.address, started[0], flush_mode, stores[0], (started[1],))
+
+
+CONTROLLER_MAIN = "org.apache.rocketmq.controller.ControllerStartup"
+ADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+CONTROLLER_JVM = NAMESRV_JVM
+"""The controller's options (``bin/mqcontroller`` runs it through ``runserver.sh``)."""
+
+
+def controller_conf(port: int, store: str) -> str:
+    """controller.conf: one DLedger controller (its peer address is also the one brokers
+    use), 64 MiB log files (1 GiB by default)."""
+    return "\n".join(
+        [
+            "controllerDLegerGroup=bench",
+            f"controllerDLegerPeers=n0-127.0.0.1:{port}",
+            "controllerDLegerSelfId=n0",
+            f"controllerStorePath={store}",
+            f"mappedFileSize={SEGMENT_BYTES}",
+            "enableElectUncleanMaster=false",
+            "notifyBrokerRoleChanged=true",
+            "",
+        ]
+    )
+
+
+def controller_broker_conf(
+    namesrv_port: int,
+    controller_port: int,
+    broker_port: int,
+    store: str,
+    flush_mode: str,
+    broker_name: str,
+    extra: tuple[str, ...] = (),
+) -> str:
+    """broker.conf of a broker in controller mode: the controller elects the master among the
+    brokers of ``broker_name`` and hands out their ids; a send is answered once every broker of
+    the SyncStateSet has it (``allAckInSyncStateSet``, so no acknowledged message is lost)."""
+    return broker_conf(
+        namesrv_port, broker_port, store, flush_mode, DELAY_LEVELS, role="SLAVE", broker_id=-1,
+        broker_name=broker_name,
+        extra=(
+            "enableControllerMode=true",
+            f"controllerAddr=127.0.0.1:{controller_port}",
+            "allAckInSyncStateSet=true",
+            *extra,
+        ),
+    )  # fmt: skip
+
+
+def start_controller(home: Path, port: int) -> Server:
+    """A standalone controller (``ControllerStartup -c controller.conf``) with its store under
+    ``home/controller``."""
+    conf = home / "controller.conf"
+    conf.write_text(controller_conf(port, str(home / "controller")))
+    return _start_java(CONTROLLER_JVM, home, CONTROLLER_MAIN, conf, f"127.0.0.1:{port}")
+
+
+def start_broker(home: Path, conf: Path, port: int) -> Server:
+    """A broker (``BrokerStartup -c conf``, ``BROKER_JVM``) with ``home`` as its user.home."""
+    return _start_java(BROKER_JVM, home, BROKER_MAIN, conf, f"127.0.0.1:{port}")
+
+
+def start_namesrv(home: Path, port: int) -> Server:
+    conf = home / "namesrv.conf"
+    conf.write_text(f"listenPort={port}\nbindAddress=127.0.0.1\n")
+    return _start_java(NAMESRV_JVM, home, NAMESRV_MAIN, conf, f"127.0.0.1:{port}")
+
+
+def admin_command(*args: str) -> list[str]:
+    """``mqadmin <args>`` (Apache RocketMQ's admin tool, from the servers' jars)."""
+    return ["java", "-Xms256m", "-Xmx256m", "-cp", f"{SERVER_LIB}/*", ADMIN_MAIN, *args]

@@ -1,8 +1,11 @@
-"""A name server and one broker as real ``reconsume`` processes on 127.0.0.1, for the client
-benchmarks (as ``tests/integration/cluster.py`` starts them, 64 MiB commit-log segments).
+"""A name server and one broker (or a master and its replica) as real ``reconsume`` processes
+on 127.0.0.1, for the client benchmarks (as ``tests/integration/cluster.py`` starts them, 64 MiB
+commit-log segments).
 
     with servers(data_root, "Async") as running:
-        running.namesrv, running.broker_pid
+        running.namesrv, running.broker.pid
+    with replicated_servers(data_root, "Sync") as running:   # a master and one Sync replica
+        running.broker.pid, running.replicas[0].pid
 
 The store directory is created under ``data_root`` and removed when the servers stop.
 """
@@ -92,6 +95,8 @@ class Running:
     flush_mode: str
     store: Path
     """The broker's store directory (removed when the servers stop)."""
+    replicas: tuple[Server, ...] = ()
+    """Brokers of the same name following ``broker`` (none for a lone broker)."""
 
 
 @contextmanager
@@ -113,6 +118,47 @@ def servers(
         )  # fmt: skip
         stack.callback(broker.stop)
         yield Running(namesrv.address, broker, flush_mode, directory / "store")
+
+
+REPLICATION_ARGS = ("--replication", "Sync")
+"""The master's flags beside ``broker_args`` in :func:`replicated_servers`."""
+
+
+@contextmanager
+def replicated_servers(
+    data_root: Path,
+    flush_mode: str,
+    *broker_args: str,
+    name: str = "replicated",
+    replica_flush: str | None = None,
+) -> Iterator[Running]:
+    """A name server, a master (``--replication Sync``) and one replica of it (``--broker-id 1
+    --master MASTER``), both ``--flush flush_mode`` (the replica ``replica_flush`` if given) and
+    ``broker_args``, with fresh stores under ``data_root/<name>-<flush mode>``; the replica is
+    ``running.replicas[0]``. It may still be catching up when this yields: until it is in sync,
+    sends are answered SLAVE_NOT_AVAILABLE (the load generator's ``setup --replicas 2
+    --probe-topic T`` waits for that)."""
+    with ExitStack() as stack:
+        directory = stack.enter_context(data_dir(data_root, f"{name}-{flush_mode.lower()}"))
+        config = directory / "broker.toml"
+        config.write_text(SMALL_SEGMENTS)
+        namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+        stack.callback(namesrv.stop)
+        common = (
+            "--listen", "127.0.0.1:0", "--namesrv", namesrv.address, "--broker-name", BROKER_NAME,
+            "--cluster", "bench", "--config", str(config), *broker_args,
+        )  # fmt: skip
+        master = start_server(
+            "broker", *common, "--store-dir", str(directory / "store"), "--flush", flush_mode,
+            *REPLICATION_ARGS,
+        )  # fmt: skip
+        stack.callback(master.stop)
+        replica = start_server(
+            "broker", *common, "--store-dir", str(directory / "replica"),
+            "--flush", replica_flush or flush_mode, "--broker-id", "1", "--master", master.address,
+        )  # fmt: skip
+        stack.callback(replica.stop)
+        yield Running(namesrv.address, master, flush_mode, directory / "store", (replica,))
 
 
 def cpu_seconds(pid: int) -> float:

@@ -38,7 +38,10 @@ import org.apache.rocketmq.common.protocol.route.TopicRouteData;
  * <pre>
  * LoadGen version
  * LoadGen setup    --namesrv A --topics T1,T2 --queues 8 --retry-groups G   wait for the broker,
- *                  create the topics and the groups' retry topics (1 queue)
+ *                  create the topics and the groups' retry topics (1 queue); with --replicas N
+ *                  first wait until the broker name lists N brokers (master and slaves), with
+ *                  --probe-topic T last send to T until a send is answered SEND_OK (a sync master
+ *                  answers so once its slave is in sync)
  * LoadGen produce  --namesrv A --topic T --threads 8 --seconds 15 --warmup-seconds 2 --body 1024
  * LoadGen fill     --namesrv A --topic T --messages 200000 --body 1024
  * LoadGen consume  --namesrv A --topic T --messages 200000 --group G
@@ -153,12 +156,15 @@ public final class LoadGen {
         int queues = options.integer("queues", 8);
         DefaultMQProducer producer = producer(options, "bench-setup");
         MQClientAPIImpl api = producer.getDefaultMQProducerImpl().getmQClientFactory().getMQClientAPIImpl();
+        int replicas = options.integer("replicas", 1);
         String broker = null;
         while (broker == null) {
             try {
                 ClusterInfo info = api.getBrokerClusterInfo(3000);
                 for (BrokerData data : info.getBrokerAddrTable().values()) {
-                    broker = data.getBrokerAddrs().get(MixAll.MASTER_ID);
+                    if (data.getBrokerAddrs().size() >= replicas) {
+                        broker = data.getBrokerAddrs().get(MixAll.MASTER_ID);
+                    }
                 }
             } catch (Exception e) {
                 // the name server is not answering yet
@@ -203,11 +209,29 @@ public final class LoadGen {
             }
             topics.add(topic);
         }
+        int probes = 0;
+        String probeTopic = options.string("probe-topic", "");
+        while (!probeTopic.isEmpty()) {
+            probes++;
+            try {
+                if (producer.send(new Message(probeTopic, TAG, new byte[16])).getSendStatus() == SendStatus.SEND_OK) {
+                    break;
+                }
+            } catch (Exception e) {
+                // the slave is not connected yet: FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("no send to " + probeTopic + " answered SEND_OK");
+            }
+            Thread.sleep(100);
+        }
         producer.shutdown();
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("broker", broker);
         out.put("topics", topics);
         out.put("queues", queues);
+        out.put("replicas", replicas);
+        out.put("probes", probes);
         out.put("seconds", seconds(started, System.nanoTime()));
         return out;
     }
