@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,16 @@ def start_broker(
         "--broker-name", name, "--cluster", cluster, "--flush", "Sync",
         "--config", str(config_file), *extra,
     )  # fmt: skip
+
+
+def lease(root: Path) -> dict[str, object]:
+    """The election record of brokers started with ``--election file:<root>/lease.json``
+    ({} before its first write)."""
+    try:
+        document: dict[str, object] = json.loads((root / "lease.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return document
 
 
 @dataclass

@@ -6,7 +6,6 @@ new master's, and all three logs end byte-identical."""
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import time
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from reconsume.message.properties import TAGS
 from reconsume.store import MessageStore
 
 from ..polling import eventually, eventually_async
-from .cluster import start_broker
+from .cluster import Collector, lease, start_broker
 from .processes import ServerProcess, start_server
 from .retry_support import metric, read_queue, retry_flags, scrape
 from .wire_client import BrokerClient, ok
@@ -76,14 +75,6 @@ def master_address(namesrv: ServerProcess) -> str | None:
             return next((b.master for b in await admin.brokers() if b.name == NAME), None)
 
     return asyncio.run(ask())
-
-
-def lease(root: Path) -> dict[str, object]:
-    try:
-        document: dict[str, object] = json.loads((root / "lease.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-    return document
 
 
 async def send_all(
@@ -190,6 +181,48 @@ def test_a_frozen_master_is_fenced_and_rejoins_as_a_replica(
     finally:
         for store in stores:
             store.close()
+
+
+def test_consumers_read_nothing_only_the_master_holds_until_its_replica_has_it(
+    namesrv: ServerProcess, tmp_path: Path
+) -> None:
+    """A consumer that read a message only the master holds would, after a failover, sit past
+    the new master's end of the queue and skip what the new master stores there: reads stop at
+    what the replica in the lease holds, and a held pull wakes once the replica has it."""
+    brokers = start_elected(namesrv, tmp_path, count=2)
+    master = brokers[0].address
+    try:
+        asyncio.run(send_all(namesrv, [f"m-{i}" for i in range(20)], 10))
+
+        async def scenario() -> None:
+            collector = Collector()
+            settings = ConsumerSettings(consume_from=ConsumeFrom.FIRST_OFFSET)
+            consumer = PushConsumer([namesrv.address], "limited", settings=settings)
+            consumer.subscribe("orders")
+            consumer.register_listener(collector)
+            bodies = lambda: {m.body for m in collector.messages}  # noqa: E731
+            async with consumer, AdminClient([namesrv.address]) as admin:
+                await eventually_async(lambda: len(bodies()) == 20, 30, "20 consumed")
+                brokers[1].process.send_signal(signal.SIGSTOP)
+                try:
+                    # stored on the master, which cannot count it as stored with its only
+                    # replica away (and the replica may take over without it)
+                    async with Producer([namesrv.address], retries=0) as producer:
+                        with pytest.raises(ReconsumeError):
+                            await producer.send(Message("orders", b"master-only"))
+                    assert await admin.broker_depth(master, "orders", 4) == 20
+                    assert b"master-only" not in bodies()
+                finally:
+                    brokers[1].process.send_signal(signal.SIGCONT)
+                await eventually_async(
+                    lambda: b"master-only" in bodies(), 10, "read once the replica has it"
+                )
+                assert await admin.broker_depth(master, "orders", 4) == 21
+
+        asyncio.run(scenario())
+    finally:
+        for process in brokers.values():
+            process.stop()
 
 
 def test_a_master_stopped_cleanly_hands_over_without_waiting_for_its_lease(

@@ -93,6 +93,9 @@ class BrokerContext:
         server starts and stops its periodic check."""
         self.replicas: ReplicaSet | None = None
         """A master's replicas (set when it serves them)."""
+        self.read_limit: int | None = None
+        """The commit-log offset consumers read no further than (what the replicas that may
+        take over hold); None: the whole log is read."""
         self.log_grew: Callable[[], None] = nothing
         """Told after every append (a master's held replication requests answer at once)."""
 
@@ -262,11 +265,13 @@ class BrokerContext:
         elif topic == TIMER_TOPIC:
             self.timer_appended()
         else:
-            self.waiters.notify(
+            self.waiters.appended(
+                result.end_offset,
+                self.read_limit,
                 topic,
                 queue_id,
                 result.queue_offset + 1,
-                (self.tags_code(topic, request.properties, 0),),
+                lambda: (self.tags_code(topic, request.properties, 0),),
             )
         return result
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconsume.broker.replication import parse_history
+from reconsume.broker.replication import configs_version, parse_history
 from reconsume.engine.delivery import next_backoff
 from reconsume.engine.timer_progress import progress_path
 from reconsume.errors import InvalidArgumentError, RemotingError, ReplicationError, StoreError
@@ -66,6 +66,7 @@ class Follower:
         metadata_interval_s: float = 1.0,
         client: RemotingClient | None = None,
         on_appended: Callable[[Appended], None] = lambda _appended: None,
+        on_read_limit: Callable[[int | None], None] = lambda _limit: None,
     ) -> None:
         self.store = store
         self._master = master
@@ -75,6 +76,9 @@ class Follower:
         self._client = client or RemotingClient()
         self._on_appended = on_appended
         """Told what each answer appended (long polling wakes the pulls waiting for it)."""
+        self._on_read_limit = on_read_limit
+        """Told where the master's reads stop (None: nowhere), after each answer: this
+        replica's reads stop there too."""
         self.state = FollowerState()
         self._master_changed = asyncio.Event()
         self._metadata_version: str | None = None
@@ -148,10 +152,13 @@ class Follower:
                 if store.settings.flush_mode is FlushMode.SYNC:
                     # acknowledge only what is on disk: a Sync write counts on it
                     await asyncio.wrap_future(store.durable(store.commitlog.write_offset))
+            limit = ext.get("readLimit")
+            self._on_read_limit(None if limit is None else int(limit))
             version = ext.get("metadataVersion")
             now = time.monotonic()
-            if version != self._metadata_version and now - self._metadata_at >= (
-                self.metadata_interval_s
+            if version != self._metadata_version and (
+                configs_version(version) != configs_version(self._metadata_version)
+                or now - self._metadata_at >= self.metadata_interval_s
             ):
                 await self._fetch_metadata(address)
                 self._metadata_at = now

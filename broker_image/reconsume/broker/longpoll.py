@@ -4,13 +4,22 @@ RocketMQ's ``PullRequestHoldService`` re-checks held pulls every few seconds and
 store reports a new message. Here a held pull is a future registered under its (topic, queue);
 a send completes the futures of the pulls its message can satisfy (offset below the new max
 offset, tag code accepted by the pull's filter). Nothing polls.
+
+While reads stop short of the log's end (a master's read limit at what its replicas hold),
+a message wakes nobody when stored: its wake-up waits (:meth:`PullWaiters.appended`) until
+the limit passes the message's end (:meth:`PullWaiters.visible`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Container, Iterable
+from collections import deque
+from collections.abc import Callable, Collection, Container, Iterable
 from dataclasses import dataclass, field
+
+MAX_HIDDEN = 100_000
+"""Wake-ups kept waiting for the read limit at most: past it (the limit stuck while writes
+are refused), the oldest is done at once, a held pull at worst re-reads early and waits again."""
 
 
 @dataclass(eq=False, slots=True)
@@ -32,6 +41,9 @@ class PullWaiters:
 
     def __init__(self) -> None:
         self._held: dict[tuple[str, int], set[HeldPull]] = {}
+        self._hidden: deque[tuple[int, str, int, int, Collection[int]]] = deque()
+        """Wake-ups of messages past the read limit: (end, topic, queue, max offset, tag
+        codes), in log order."""
         self.woken_total = 0
         """Held pulls a message woke so far (the others ended with their suspension)."""
 
@@ -71,6 +83,39 @@ class PullWaiters:
                 woken += 1
         self.woken_total += woken
         return woken
+
+    def appended(
+        self,
+        end: int,
+        limit: int | None,
+        topic: str,
+        queue_id: int,
+        max_offset: int,
+        tag_codes: Callable[[], Collection[int]],
+    ) -> None:
+        """Messages of (topic, queue) ending at commit-log offset ``end`` were stored, the
+        queue's max offset is now ``max_offset``: wake their pulls now if ``limit`` (where
+        reads stop; None: nowhere) lets them be read, else once :meth:`visible` passes
+        ``end``. ``tag_codes`` gives the messages' tag codes, asked only when needed."""
+        if limit is None or end <= limit:
+            if (topic, queue_id) in self._held:
+                self.notify(topic, queue_id, max_offset, tag_codes())
+            return
+        hidden = self._hidden
+        hidden.append((end, topic, queue_id, max_offset, tag_codes()))
+        if len(hidden) > MAX_HIDDEN:
+            self._wake_oldest()
+
+    def visible(self, limit: int | None) -> None:
+        """Reads now stop at ``limit`` (None: nowhere): wake what the messages it passed
+        satisfy."""
+        hidden = self._hidden
+        while hidden and (limit is None or hidden[0][0] <= limit):
+            self._wake_oldest()
+
+    def _wake_oldest(self) -> None:
+        _end, topic, queue_id, max_offset, codes = self._hidden.popleft()
+        self.notify(topic, queue_id, max_offset, codes)
 
     def __len__(self) -> int:
         return sum(len(held) for held in self._held.values())

@@ -94,7 +94,8 @@ class OffsetProcessor:
 
     def max_offset(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
         header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        offset = self.context.store.max_offset(header.topic, header.queue_id)
+        context = self.context
+        offset = context.store.max_offset(header.topic, header.queue_id, context.read_limit)
         return request.respond(ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields())
 
     def min_offset(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:

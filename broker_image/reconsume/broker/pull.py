@@ -179,6 +179,7 @@ class PullProcessor:
             max_count=min(max(header.max_msg_nums, 1), MAX_TRANSFER_COUNT),
             max_bytes=MAX_TRANSFER_BYTES,
             tag_codes=subscription.tag_codes,
+            log_limit=self.context.read_limit,
         )
         if result.status in _EMPTY_QUEUE:
             code = ResponseCode.PULL_NOT_FOUND

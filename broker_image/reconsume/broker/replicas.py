@@ -1,5 +1,5 @@
 """A master's view of its replicas: how far each has durably stored the log, which are in sync,
-and the gate a write passes under Sync replication.
+the gate a write passes under Sync replication and where consumers' reads stop.
 
 A replica is **in sync** while it has held everything the master had at some moment within
 the last ``lag_max_s`` seconds (Kafka's ``replica.lag.time.max.ms``; Apache RocketMQ 5's
@@ -15,6 +15,9 @@ With automatic failover the set that counts is the one **recorded** in the lease
 still holds the writes up to the moment the record drops it, so writes wait for every recorded
 member until the master has recorded the smaller set (``on_change`` asks for it), and a grown
 set counts once recorded. Without a lease the live set counts.
+
+Consumers read no further than :attr:`ReplicaSet.read_limit`, what every replica that may take
+over holds: a record past it may vanish in a failover, and a consumer must not move past it.
 
 A replica whose connection closed is kept aside (:attr:`ReplicaSet.departed`) as it was, for
 the metrics only: how far behind a stopped replica falls is worth reporting until it returns.
@@ -71,12 +74,14 @@ class ReplicaSet:
         lag_max_s: float,
         accept_alone: bool,
         on_change: Callable[[frozenset[str]], None] | None = None,
+        on_visible: Callable[[int | None], None] | None = None,
     ) -> None:
         self._log_end = log_end
         self.sync = sync
         self.lag_max_s = lag_max_s
         self.accept_alone = accept_alone
         self._on_change = on_change
+        self._on_visible = on_visible
         self.replicas: dict[str, ReplicaState] = {}
         self.departed: dict[str, ReplicaState] = {}
         """Replicas whose connection closed, as they were then, in order of departure, until
@@ -90,6 +95,8 @@ class ReplicaSet:
         """Writes confirmed with no replica in sync (``accept_alone``)."""
         self.refused_total = 0
         """Writes answered SLAVE_NOT_AVAILABLE."""
+        self.read_limit: int | None = None
+        """Where reads stop (:meth:`_limit`); None: nowhere."""
 
     # ------------------------------------------------------------------ replicas
     def seen(self, replica_id: str, address: str, requested: int, acked: int, now_s: float) -> None:
@@ -141,12 +148,10 @@ class ReplicaSet:
         self._update(now_s)
 
     def _update(self, now_s: float) -> None:
-        changed = False
         for state in self.replicas.values():
             in_sync = state.caught_up_s is not None and now_s - state.caught_up_s <= self.lag_max_s
             if in_sync != state.in_sync:
                 state.in_sync = in_sync
-                changed = True
                 log.info(
                     "replica %s %s the in-sync set (stored up to %d, log end %d)",
                     state.replica_id,
@@ -155,25 +160,32 @@ class ReplicaSet:
                     self._log_end(),
                 )
         self._release()
-        if self._on_change is not None and (changed or self._unrecorded()):
-            self._on_change(self.live_ids())
+        self._limit()
+        if self._on_change is not None:
+            wanted = self.to_record()
+            if wanted is not None:
+                self._on_change(wanted)
 
     def live_ids(self) -> frozenset[str]:
         return frozenset(state.replica_id for state in self.replicas.values() if state.in_sync)
 
-    def _unrecorded(self) -> bool:
-        """Whether the lease should be told of a different set: growing, or shrinking while
-        someone is left in it or writes may be accepted alone (with nobody left and no
-        acceptance alone, the recorded members still hold every acknowledged write)."""
+    def to_record(self) -> frozenset[str] | None:
+        """The in-sync set the lease should record now; None when it should stay as it is: no
+        lease, or it records the live set, or the live set is empty and no write may be
+        accepted alone (then the recorded members, left or lagging, still hold every
+        acknowledged write and one may take over if the master fails)."""
         if self.recorded is None:
-            return False
+            return None
         live = self.live_ids()
-        return live != self.recorded and bool(live or self.accept_alone)
+        if live == self.recorded or not (live or self.accept_alone):
+            return None
+        return live
 
     def record(self, members: frozenset[str]) -> None:
         """The lease now records ``members`` as the in-sync set."""
         self.recorded = members
         self._release()
+        self._limit()
 
     @property
     def in_sync(self) -> list[ReplicaState]:
@@ -183,6 +195,38 @@ class ReplicaSet:
         """Log bytes a replica, connected or departed, has not stored."""
         state = self.replicas.get(replica_id) or self.departed.get(replica_id)
         return 0 if state is None else max(self._log_end() - state.acked, 0)
+
+    # ------------------------------------------------------------------ reads
+    def _limit(self) -> None:
+        """Set :attr:`read_limit`: the commit-log offset below which every replica that may
+        take over holds the log, or None when no replica could take over.
+
+        Consumers read no further: a record only the master holds may vanish in a failover,
+        and a consumer that read it would have moved its offset past the new master's end
+        of the queue and skip what the new master stores there."""
+        holds = self._holds()
+        limit = min(holds.values()) if holds else None
+        if limit != self.read_limit:
+            self.read_limit = limit
+            if self._on_visible is not None:
+                self._on_visible(limit)
+
+    def read_limit_for(self, replica_id: str) -> int | None:
+        """Where a replica's own reads stop: as the master's, but not counting the replica
+        itself (None when no other could take over: its log is all in the master's, and the
+        master's or its own is the one that continues)."""
+        holds = self._holds()
+        holds.pop(replica_id, None)
+        return min(holds.values()) if holds else None
+
+    def _holds(self) -> dict[str, int]:
+        """How far each replica that may take over holds the log: recorded in the lease, or
+        in sync and so about to be; a departed one as far as it got."""
+        holds = {state.replica_id: state.acked for state in self.replicas.values() if state.in_sync}
+        for member in self.recorded or ():
+            state = self.replicas.get(member) or self.departed.get(member)
+            holds[member] = 0 if state is None else state.acked
+        return holds
 
     # ------------------------------------------------------------------ the gate
     def _counting(self) -> list[ReplicaState] | None:

@@ -9,7 +9,10 @@
   request is held until a write arrives or ``hold_s`` passes (long polling, as pulls are held).
   ``ackOffset`` is what the replica has stored; it feeds the in-sync set and releases Sync
   writes (:class:`~reconsume.broker.replicas.ReplicaSet`). The answer carries the master's log
-  end, epoch and metadata version.
+  end, epoch, metadata version and ``readLimit``: how far the master's other replicas that
+  may take over hold the log (absent: none may), where the replica's consumers' reads stop.
+  A request is not held when that changed since the last answer, and held ones are answered
+  when the master's read limit moves: a replica learns of it at once.
 * ``REPLICA_METADATA``: topic and group configs, consumer and schedule offsets and the timer's
   progress, in one JSON document; a replica asks when the version it was told changes.
 
@@ -42,6 +45,8 @@ log = logging.getLogger(__name__)
 MAX_CHUNK_BYTES = 4 << 20
 """The most log one answer carries, whatever the replica asks for."""
 _REPLICA_ID = "reconsume.replicaId"
+_TOLD_LIMIT = "reconsume.toldReadLimit"
+_UNTOLD = -1
 
 
 def metadata_version(store: MessageStore) -> str:
@@ -50,6 +55,12 @@ def metadata_version(store: MessageStore) -> str:
         f"{store.topics.version}.{store.groups.version}."
         f"{store.consumer_offsets.changes}.{store.schedule_offsets.changes}"
     )
+
+
+def configs_version(version: str | None) -> str | None:
+    """The part of a :func:`metadata_version` that topic and group configs change (a replica
+    fetches those at once; offsets, which change all the time, at an interval)."""
+    return None if version is None else version.rsplit(".", 2)[0]
 
 
 def metadata_snapshot(store: MessageStore) -> dict[str, Any]:
@@ -111,7 +122,7 @@ class ReplicationProcessor:
         self._grew: asyncio.Future[None] | None = None
 
     def log_grew(self) -> None:
-        """Something was appended: answer the held requests."""
+        """Something was appended, or the read limit moved: answer the held requests."""
         grew = self._grew
         if grew is not None:
             self._grew = None
@@ -193,7 +204,8 @@ class ReplicationProcessor:
         self.replicas.seen(replica_id, connection.peer, offset, acked, time.monotonic())
         try:
             data = store.read_log(offset, max_bytes)
-            if not data:
+            told = connection.attributes.get(_TOLD_LIMIT, _UNTOLD)
+            if not data and told == self.replicas.read_limit_for(replica_id):
                 await self._hold()
                 data = store.read_log(offset, max_bytes)
         except ReplicationError as exc:
@@ -207,6 +219,10 @@ class ReplicationProcessor:
             "epoch": str(self._epoch()),
             "metadataVersion": metadata_version(store),
         }
+        limit = self.replicas.read_limit_for(replica_id)
+        if limit is not None:
+            ext["readLimit"] = str(limit)
+        connection.attributes[_TOLD_LIMIT] = limit
         return request.respond(ext_fields=ext, body=data)
 
     async def _hold(self) -> None:

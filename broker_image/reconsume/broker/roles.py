@@ -87,6 +87,7 @@ class MasterRole:
             lag_max_s=settings.replica_lag_max_ms / 1000,
             accept_alone=settings.replication_accept_alone,
             on_change=self._record_in_sync if elector is not None else None,
+            on_visible=self._visible,
         )
         if elector is not None:
             self.replicas.recorded = frozenset()
@@ -119,6 +120,7 @@ class MasterRole:
         log.info("master in epoch %d from offset %d", epoch, store.commitlog.write_offset)
         context.replicas = self.replicas
         context.log_grew = self.processor.log_grew
+        self._visible(self.replicas.read_limit)
         if self.replicas.sync:
             store.replicated = self.replicas.gate
         server.on_disconnect.append(self.processor.connection_closed)
@@ -144,6 +146,14 @@ class MasterRole:
         await timer.start(redelivered)
         context.timer = self._timer = timer
 
+    def _visible(self, limit: int | None) -> None:
+        """Consumers now read up to ``limit``: what the replicas that may take over hold."""
+        context = self.context
+        if context.replicas is self.replicas:
+            context.read_limit = limit
+            context.waiters.visible(limit)
+            self.processor.log_grew()  # held replicas learn it (their reads stop there)
+
     async def _judge(self) -> None:
         """Silence counts too: re-judge the in-sync set a few times per lag allowance."""
         interval = max(self.replicas.lag_max_s / 4, 0.05)
@@ -151,7 +161,7 @@ class MasterRole:
             await asyncio.sleep(interval)
             self.replicas.tick(time.monotonic())
 
-    def _record_in_sync(self, live: frozenset[str]) -> None:
+    def _record_in_sync(self, _wanted: frozenset[str]) -> None:
         if self._recording is None or self._recording.done():
             self._recording = asyncio.create_task(self._record(), name="record-in-sync")
 
@@ -160,12 +170,12 @@ class MasterRole:
         elector = self.elector
         assert elector is not None
         while True:
-            live = self.replicas.live_ids()
-            if self.replicas.recorded == live:
+            wanted = self.replicas.to_record()
+            if wanted is None:
                 return
-            if not await elector.record_in_sync(live):
+            if not await elector.record_in_sync(wanted):
                 return  # deposed: the failover loop turns this broker into a replica
-            self.replicas.record(live)
+            self.replicas.record(wanted)
             self.context.store.writable_until = elector.valid_until
 
     async def stop(self) -> None:
@@ -204,6 +214,7 @@ class ReplicaRole:
             lambda: self.master,
             replica_id=identity,
             on_appended=self._appended,
+            on_read_limit=self._read_limit,
         )
         self._task: asyncio.Task[None] | None = None
 
@@ -221,14 +232,29 @@ class ReplicaRole:
 
     async def start(self, server: RemotingServer) -> None:
         self.context.store.is_replica = True
+        # nothing is read until the master says how far its replicas hold the log: this
+        # log's tail may be one the master never had
+        self.context.read_limit = 0
         self._task = asyncio.create_task(self.follower.run(), name="follower")
 
     def _appended(self, appended: Appended) -> None:
-        waiters = self.context.waiters
-        store = self.context.store
+        context = self.context
+        store = context.store
+        end = store.commitlog.write_offset
         for (topic, queue_id), codes in appended.items():
-            if waiters.holding(topic, queue_id):
-                waiters.notify(topic, queue_id, store.max_offset(topic, queue_id), codes)
+            context.waiters.appended(
+                end,
+                context.read_limit,
+                topic,
+                queue_id,
+                store.max_offset(topic, queue_id),
+                codes.copy,
+            )
+
+    def _read_limit(self, limit: int | None) -> None:
+        """Reads stop where the master's do: a record past that may vanish in a failover."""
+        self.context.read_limit = limit
+        self.context.waiters.visible(limit)
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -307,14 +307,14 @@ class SendProcessor:
         context = self.context
         context.log_grew()
         context.stats.stored(topic, len(requests), sum(len(r.body) for r in requests))
-        waiters = context.waiters
-        if waiters.holding(topic, queue_id):  # tag codes only when a held pull may want them
-            waiters.notify(
-                topic,
-                queue_id,
-                store.max_offset(topic, queue_id),
-                {context.tags_code(topic, r.properties, 0) for r in requests},
-            )
+        context.waiters.appended(
+            results[-1].end_offset,
+            context.read_limit,
+            topic,
+            queue_id,
+            store.max_offset(topic, queue_id),
+            lambda: {context.tags_code(topic, r.properties, 0) for r in requests},
+        )
         if topic == SCHEDULE_TOPIC:
             context.schedule_appended(requests[0].queue_id)
         elif topic == TIMER_TOPIC:

@@ -46,6 +46,24 @@ class GetResult:
     total_bytes: int = 0
 
 
+def visible_max(commitlog: CommitLog, queue: ConsumeQueue, log_limit: int | None) -> int:
+    """The queue's max offset counting only entries whose record ends at or below
+    ``log_limit`` (None: every entry). A queue's records lie in commit-log order, so the
+    hidden entries are a tail, found by bisection."""
+    hi = queue.max_offset
+    if log_limit is None or log_limit >= commitlog.write_offset:
+        return hi
+    lo = queue.min_offset
+    while lo < hi:
+        mid = (lo + hi) // 2
+        entry = queue.entry(mid)
+        if entry is None or entry[0] + entry[1] > log_limit:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def get_messages(
     commitlog: CommitLog,
     queue: ConsumeQueue | None,
@@ -53,16 +71,21 @@ def get_messages(
     max_count: int,
     max_bytes: int,
     tag_codes: Container[int] | None,
+    log_limit: int | None = None,
 ) -> GetResult:
-    """Read up to ``max_count`` records (and about ``max_bytes``) from ``offset``."""
+    """Read up to ``max_count`` records (and about ``max_bytes``) from ``offset``, none whose
+    record ends past the commit-log offset ``log_limit``: those read as not there yet, and
+    an offset among them reads as the end of the queue (a consumer waits there, it is not
+    moved)."""
     if queue is None:
         return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-    lo, hi = queue.min_offset, queue.max_offset
-    if hi == 0:
+    lo, written = queue.min_offset, queue.max_offset
+    hi = visible_max(commitlog, queue, log_limit)
+    if written == 0:
         return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
     if offset < lo:
         return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
-    if offset == hi:
+    if hi <= offset <= written:
         return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
     if offset > hi:
         return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)

@@ -289,13 +289,15 @@ class MessageStore:
         max_count: int = 32,
         max_bytes: int = 256 * 1024,
         tag_codes: Container[int] | None = None,
+        log_limit: int | None = None,
     ) -> reads.GetResult:
-        """Records of (topic, queue) from ``offset``; ``tag_codes`` filters by tag code."""
+        """Records of (topic, queue) from ``offset``; ``tag_codes`` filters by tag code,
+        ``log_limit`` hides records that end past that commit-log offset."""
         with self._lock:
             self._ensure_open()
             queue = self.queues.get(topic, queue_id)
             return reads.get_messages(
-                self.commitlog, queue, offset, max_count, max_bytes, tag_codes
+                self.commitlog, queue, offset, max_count, max_bytes, tag_codes, log_limit
             )
 
     def read_message(self, commit_log_offset: int) -> bytes | None:
@@ -324,9 +326,16 @@ class MessageStore:
         queue = self.queues.get(topic, queue_id)
         return 0 if queue is None else queue.min_offset
 
-    def max_offset(self, topic: str, queue_id: int) -> int:
+    def max_offset(self, topic: str, queue_id: int, log_limit: int | None = None) -> int:
+        """The queue's max offset; with ``log_limit``, counting only the records that end at
+        or below it."""
         queue = self.queues.get(topic, queue_id)
-        return 0 if queue is None else queue.max_offset
+        if queue is None:
+            return 0
+        if log_limit is None:
+            return queue.max_offset
+        with self._lock:
+            return reads.visible_max(self.commitlog, queue, log_limit)
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         with self._lock:

@@ -13,15 +13,23 @@ class Log:
     end = 0
 
 
-def replica_set(*, sync: bool = True, accept_alone: bool = False) -> tuple[ReplicaSet, Log]:
+def replica_set(
+    *,
+    sync: bool = True,
+    accept_alone: bool = False,
+    asked: list[frozenset[str]] | None = None,
+    told: list[int | None] | None = None,
+) -> tuple[ReplicaSet, Log]:
+    """A replica set over a log whose end the test moves; the sets the lease is asked to
+    record go to ``asked``, the read limits to ``told``."""
     log = Log()
-    changes: list[frozenset[str]] = []
     replicas = ReplicaSet(
         log_end=lambda: log.end,
         sync=sync,
         lag_max_s=2.0,
         accept_alone=accept_alone,
-        on_change=changes.append,
+        on_change=(asked if asked is not None else []).append,
+        on_visible=None if told is None else told.append,
     )
     return replicas, log
 
@@ -124,15 +132,8 @@ def test_with_a_lease_the_recorded_set_counts_until_the_smaller_one_is_recorded(
 
 
 def test_the_lease_is_asked_to_record_the_live_set() -> None:
-    log = Log()
     asked: list[frozenset[str]] = []
-    replicas = ReplicaSet(
-        log_end=lambda: log.end,
-        sync=True,
-        lag_max_s=2.0,
-        accept_alone=False,
-        on_change=asked.append,
-    )
+    replicas, _log = replica_set(asked=asked)
     replicas.recorded = frozenset()
     replicas.seen("a", "x", 0, 0, now_s=0.0)
     assert asked[-1] == {"a"}
@@ -166,3 +167,57 @@ def test_with_a_lease_and_nobody_left_a_write_is_refused_at_once() -> None:
     replicas.forget("a", now_s=0.1)
     with pytest.raises(ReplicaUnavailableError):
         replicas.gate(20).result(0)
+
+
+def test_reads_stop_where_every_replica_that_may_take_over_holds_the_log() -> None:
+    told: list[int | None] = []
+    replicas, log = replica_set(told=told)
+    replicas.recorded = frozenset()
+    log.end = 100
+    assert replicas.read_limit is None  # no replica could take over: the whole log is read
+    replicas.seen("a", "x", 100, 100, now_s=0.0)  # in sync, so about to be recorded
+    assert (replicas.read_limit, told) == (100, [100])
+    assert replicas.read_limit_for("a") is None  # nobody else may take over from a's view
+    replicas.record(frozenset({"a"}))
+    log.end = 300
+    replicas.seen("b", "y", 50, 50, now_s=0.1)  # connected, not in sync: not counted
+    replicas.seen("a", "x", 250, 250, now_s=0.1)
+    assert (replicas.read_limit, replicas.read_limit_for("b")) == (250, 250)
+    replicas.seen("b", "y", 300, 300, now_s=0.2)  # caught up: in sync, counted at once
+    replicas.seen("a", "x", 300, 300, now_s=0.2)
+    assert (replicas.read_limit, replicas.read_limit_for("a")) == (300, 300)
+    replicas.record(frozenset({"a", "b"}))
+    log.end = 400
+    replicas.seen("a", "x", 400, 400, now_s=0.3)
+    replicas.forget("b", now_s=0.3)  # departed but recorded: it may take over with 300
+    assert replicas.read_limit == 300
+    replicas.record(frozenset({"a"}))
+    assert replicas.read_limit == 400
+    assert told == [100, 250, 300, 400]  # told each move, once
+
+
+def test_a_recorded_replica_never_seen_holds_nothing_that_can_be_read() -> None:
+    replicas, log = replica_set()
+    log.end = 100
+    replicas.record(frozenset({"z"}))  # recorded before this master saw it (a takeover)
+    assert replicas.read_limit == 0
+    replicas.seen("z", "x", 40, 40, now_s=0.0)
+    assert replicas.read_limit == 40
+
+
+@pytest.mark.parametrize("accept_alone", [False, True])
+def test_a_lagging_last_replica_keeps_its_place_in_the_lease_unless_writes_go_on_alone(
+    accept_alone: bool,
+) -> None:
+    asked: list[frozenset[str]] = []
+    replicas, log = replica_set(accept_alone=accept_alone, asked=asked)
+    replicas.recorded = frozenset()
+    replicas.seen("a", "x", 0, 0, now_s=0.0)
+    replicas.record(frozenset({"a"}))
+    asked.clear()
+    log.end = 100
+    replicas.tick(now_s=5.0)  # a stopped answering: out of sync, still connected
+    assert replicas.live_ids() == frozenset()
+    # refused writes leave a holding every acknowledged one: it may still take over
+    assert asked == ([frozenset()] if accept_alone else [])
+    assert replicas.to_record() == (frozenset() if accept_alone else None)
