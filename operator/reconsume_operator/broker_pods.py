@@ -46,6 +46,7 @@ from reconsume_operator.naming import (
     name_server,
     replica_set_name,
     selector,
+    service_account_name,
 )
 
 LEASE_API = "coordination.k8s.io/v1"
@@ -79,10 +80,6 @@ def config_map(spec: ClusterSpec) -> dict[str, Any]:
         "metadata": meta(config_name(spec.name), spec, "broker"),
         "data": {CONFIG_FILE: broker_config_toml(spec)},
     }
-
-
-def service_account_name(cluster: str) -> str:
-    return f"{broker_name(cluster)}"
 
 
 def _env(spec: ClusterSpec) -> list[dict[str, Any]]:

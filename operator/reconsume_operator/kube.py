@@ -178,16 +178,35 @@ class ChildWriter:
         self, api_version: str, kind: str, namespace: str, name: str, body: dict[str, Any]
     ) -> None:
         """A JSON merge patch of the object (``None`` values remove fields)."""
+        self._send_merge_patch(api_version, kind, namespace, name, body)
+
+    def _send_merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        of_status: bool = False,
+    ) -> None:
+        """Send ``body`` as a JSON merge patch of the object, or with ``of_status`` of its status
+        subresource (a refusal then names ``<Kind> <name> status``)."""
+        what = f"{kind} {name} status" if of_status else f"{kind} {name}"
         try:
             client = self._client()
             resource = client.resources.get(api_version=api_version, kind=kind)
             client.patch(
-                resource, body=body, name=name, namespace=namespace, content_type=MERGE_PATCH
+                resource.status if of_status else resource,
+                body=body,
+                name=name,
+                namespace=namespace,
+                content_type=MERGE_PATCH,
             )
         except ApiException as exc:
-            raise api_error(f"{kind} {name}", exc) from exc
+            raise api_error(what, exc) from exc
         except (OSError, ConfigException, ResourceNotFoundError) as exc:
-            raise KubeError(f"{kind} {name}: {exc}") from exc
+            raise KubeError(f"{what}: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:

@@ -50,6 +50,11 @@ def config_name(cluster: str) -> str:
     return f"{cluster}-broker-config"
 
 
+def service_account_name(cluster: str) -> str:
+    """The ServiceAccount the brokers of a replicated cluster run as."""
+    return broker_name(cluster)
+
+
 def broker_names(cluster: str, count: int) -> list[str]:
     """Broker names of ``count`` shards (the first StatefulSet's pod names)."""
     return [f"{broker_name(cluster)}-{ordinal}" for ordinal in range(count)]

@@ -96,19 +96,16 @@ def pod_view(cluster: str, body: Mapping[str, Any]) -> PodView | None:
     )
 
 
-def _list(writer: ChildWriter, spec: ClusterSpec, api: str, kind: str, sel: str) -> list[Any]:
-    return writer.list(api, kind, spec.namespace, sel)
-
-
 async def observe(writer: ChildWriter, spec: ClusterSpec) -> BrokerPods:
     """The cluster's broker StatefulSets, pods and (replicated) Leases."""
     brokers = cluster_selector(spec.name, "broker")
-    bodies = await asyncio.to_thread(_list, writer, spec, "apps/v1", "StatefulSet", brokers)
-    pods = await asyncio.to_thread(_list, writer, spec, "v1", "Pod", brokers)
-    leases: list[Any] = []
+    ns = spec.namespace
+    bodies = await asyncio.to_thread(writer.list, "apps/v1", "StatefulSet", ns, brokers)
+    pods = await asyncio.to_thread(writer.list, "v1", "Pod", ns, brokers)
+    leases: list[dict[str, Any]] = []
     if spec.replicated:
         sel = cluster_selector(spec.name, "broker-lease")
-        leases = await asyncio.to_thread(_list, writer, spec, LEASE_API, "Lease", sel)
+        leases = await asyncio.to_thread(writer.list, LEASE_API, "Lease", ns, sel)
     sets: dict[int, SetView] = {}
     set_bodies: dict[int, dict[str, Any]] = {}
     for body in bodies:
@@ -169,7 +166,8 @@ async def prune(
     keep = {(obj["kind"], obj["metadata"]["name"]) for obj in wanted}
     deleted: list[str] = []
     for api, kind in PRUNED:
-        found = await asyncio.to_thread(_list, writer, spec, api, kind, cluster_selector(spec.name))
+        sel = cluster_selector(spec.name)
+        found = await asyncio.to_thread(writer.list, api, kind, spec.namespace, sel)
         for body in found:
             metadata = body.get("metadata") or {}
             name = str(metadata.get("name", ""))
@@ -191,7 +189,3 @@ async def roll(writer: ChildWriter, spec: ClusterSpec, observed: BrokerPods) -> 
     if step.restart is not None:
         await asyncio.to_thread(writer.delete, "v1", "Pod", spec.namespace, step.restart)
     return step
-
-
-def set_name_of(cluster: str, replica: int) -> str:
-    return replica_set_name(cluster, replica)
