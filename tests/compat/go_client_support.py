@@ -1,25 +1,18 @@
 """Running the Go client driver (``go/``, Apache RocketMQ's rocketmq-client-go) against a
 :mod:`tests.compat.servers` cluster, and reading its JSON-lines events (the same events as the
-Java client driver's, read into the same :class:`~.java_client_support.DriverRun`)."""
+Java client driver's, read into the same :class:`~.driver_support.DriverRun`)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
-
-import pytest
 
 from reconsume.message.names import retry_topic
 
 from ..integration.wire_client import BrokerClient, eventually, ok
 from .conftest import GoClient
-from .java_client_support import DriverRun, Event
+from .driver_support import DRIVER_TIMEOUT_S, DriverRun, run_to_end, scenario_args
 from .servers import Cluster
 
-DRIVER_TIMEOUT_S = 45
-"""The test kills a driver after this long; the driver gives up by itself 10 s earlier (exit
-2, naming what it still waits for)."""
 ROUTE_REFRESH_S = 30
 """How often the Go client asks the name server for the routes of the topics it uses: its
 ``_PullNameServerInterval``, a constant (``internal/client.go``), where the Java client has
@@ -36,28 +29,9 @@ def run_driver(
 ) -> DriverRun:
     """Run one scenario to its end (``options`` become ``--name=value``, ``_`` as ``-``) and
     assert it finished: exit 0 after its "done" event."""
-    args = [
-        f"--namesrv={cluster.namesrv.address}",
-        f"--timeout-ms={int(timeout_s - 10) * 1000}",
-        *(f"--{name.replace('_', '-')}={value}" for name, value in options.items()),
-    ]
+    args = scenario_args(cluster.namesrv.address, timeout_s, options)
     command = go_client.command(scenario, *args, state_dir=state_dir)
-    try:
-        completed = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        output = exc.stdout or b""
-        text = output.decode(errors="replace") if isinstance(output, bytes) else output
-        pytest.fail(f"Go driver hung past {timeout_s}s; its output:\n{text[-4000:]}")
-    sequence: list[Event] = [json.loads(line) for line in completed.stdout.splitlines()]
-    events: dict[str, list[Event]] = {}
-    for event in sequence:
-        events.setdefault(event["event"], []).append(event)
-    run = DriverRun(completed.returncode, sequence, events, completed.stderr, client_log(state_dir))
-    assert run.returncode == 0, run.explain()
-    assert run["done"], run.explain()
-    return run
+    return run_to_end(command, "Go", timeout_s, lambda: client_log(state_dir))
 
 
 def client_log(state_dir: Path) -> str:

@@ -1,32 +1,18 @@
 """Running the Java client driver (``java/``, Apache RocketMQ's rocketmq-client 4.9.8) against
-a :mod:`tests.compat.servers` cluster, and reading its JSON-lines events."""
+a :mod:`tests.compat.servers` cluster (its events read by :mod:`.driver_support`), and checking
+the requests and responses it reports."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from reconsume.message.names import RETRY_GROUP_TOPIC_PREFIX
 from reconsume.wire.codes import RequestCode, ResponseCode
 
 from .conftest import JavaClient
-from .servers import Cluster, Queue
-
-TAG = "compat"
-DRIVER_TIMEOUT_S = 45
-"""The test kills a driver after this long; the driver gives up by itself 10 s earlier (exit
-2, naming what it still waits for). A JVM starts in about a second."""
-SLACK_MS = 2
-"""Store timestamps are whole milliseconds (see ``retry_support.TIMESTAMP_SLACK_S``)."""
-
-Event = dict[str, Any]
+from .driver_support import DRIVER_TIMEOUT_S, DriverRun, run_to_end, scenario_args
+from .servers import Cluster
 
 CONSUMING = frozenset(
     {
@@ -41,38 +27,6 @@ CONSUMING = frozenset(
     }
 )
 """Requests a producer and a clustering push consumer make in every scenario."""
-
-
-@dataclass
-class DriverRun:
-    returncode: int
-    sequence: list[Event]
-    """Every event, in the order printed."""
-    events: dict[str, list[Event]]
-    """The events by kind, each kind in the order printed."""
-    stderr: str
-    log: str
-    """The client's own log (warnings and errors)."""
-
-    def __getitem__(self, kind: str) -> list[Event]:
-        return self.events.get(kind, [])
-
-    def context(self, event: Event, before: int = 30) -> list[Event]:
-        """The events printed just before ``event`` (without messages)."""
-        at = next(i for i, e in enumerate(self.sequence) if e is event)
-        earlier = self.sequence[max(0, at - before) : at + 1]
-        return [
-            {k: v for k, v in e.items() if k not in ("properties", "queues")}
-            for e in earlier
-            if e["event"] not in ("sent", "received")
-        ]
-
-    def explain(self) -> str:
-        tail = {kind: items[-3:] for kind, items in self.events.items() if kind != "error"}
-        return (
-            f"driver exit {self.returncode}; errors {self['error']}; last events {tail}; "
-            f"stderr:\n{self.stderr[-3000:]}\nclient log:\n{self.log[-4000:]}"
-        )
 
 
 def run_driver(
@@ -97,56 +51,18 @@ def run_driver_at(
 ) -> DriverRun:
     """:func:`run_driver` against the name server(s) at ``namesrv``; the driver gives up
     after ``timeout_s`` - 10 s."""
-    args = [
-        f"--namesrv={namesrv}",
-        f"--timeout-ms={int(timeout_s - 10) * 1000}",
-        *(f"--{name.replace('_', '-')}={value}" for name, value in options.items()),
-    ]
+    args = scenario_args(namesrv, timeout_s, options)
     command = java_client.command(scenario, *args, state_dir=state_dir)
-    try:
-        completed = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        output = exc.stdout or b""
-        text = output.decode(errors="replace") if isinstance(output, bytes) else output
-        pytest.fail(f"Java driver hung past {timeout_s}s; its output:\n{text[-4000:]}")
-    sequence = [json.loads(line) for line in completed.stdout.splitlines()]
-    events: dict[str, list[Event]] = {}
-    for event in sequence:
-        events.setdefault(event["event"], []).append(event)
+    return run_to_end(command, "Java", timeout_s, lambda: client_log(state_dir))
+
+
+def client_log(state_dir: Path) -> str:
+    """The warnings and errors of the client's own log."""
     log_file = state_dir / "logs" / "rocketmq_client.log"
-    log = ""
-    if log_file.is_file():
-        lines = log_file.read_text(errors="replace").splitlines()
-        log = "\n".join(line for line in lines if " WARN " in line or " ERROR " in line)
-    run = DriverRun(completed.returncode, sequence, events, completed.stderr, log)
-    assert run.returncode == 0, run.explain()
-    assert run["done"], run.explain()
-    return run
-
-
-def position(event: Event) -> Queue:
-    """The (broker, queue) a send result names or a message was pulled from."""
-    return event["brokerName"], event["queueId"]
-
-
-def queue_set(queues: Iterable[Event], topic: str) -> set[Queue]:
-    """The (broker, queue) pairs of a queue list the driver printed, all of ``topic``."""
-    listed = list(queues)
-    assert {q["topic"] for q in listed} == {topic}, listed
-    found = {(q["brokerName"], q["queueId"]) for q in listed}
-    assert len(found) == len(listed), listed
-    return found
-
-
-def once_each(received: Iterable[Event]) -> dict[str, Event]:
-    """The received messages by body, asserting no body arrived twice."""
-    events = list(received)
-    counts = Counter(e["body"] for e in events)
-    duplicated = {body: n for body, n in counts.items() if n > 1}
-    assert not duplicated, duplicated
-    return {e["body"]: e for e in events}
+    if not log_file.is_file():
+        return ""
+    lines = log_file.read_text(errors="replace").splitlines()
+    return "\n".join(line for line in lines if " WARN " in line or " ERROR " in line)
 
 
 def check_protocol(run: DriverRun, exercised: Iterable[int], created: Iterable[str] = ()) -> None:

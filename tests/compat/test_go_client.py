@@ -22,8 +22,8 @@ from reconsume.message.sysflag import COMPRESSED
 from ..integration.retry_support import TEST_DELAYS_MS
 from ..integration.wire_client import eventually
 from .conftest import GoClient
+from .driver_support import SLACK_MS, TAG, Event, once_each, position, queue_set
 from .go_client_support import create_retry_topic, run_driver
-from .java_client_support import SLACK_MS, TAG, Event, once_each, position, queue_set
 from .servers import (
     BROKERS,
     Cluster,

@@ -22,16 +22,8 @@ from reconsume.wire.codes import RequestCode
 
 from ..integration.retry_support import TEST_DELAYS_MS
 from .conftest import JavaClient
-from .java_client_support import (
-    CONSUMING,
-    SLACK_MS,
-    TAG,
-    check_protocol,
-    once_each,
-    position,
-    queue_set,
-    run_driver,
-)
+from .driver_support import SLACK_MS, TAG, once_each, position, queue_set
+from .java_client_support import CONSUMING, check_protocol, run_driver
 from .servers import (
     BROKERS,
     CLUSTER_NAME,

@@ -19,15 +19,8 @@ from reconsume.message.names import dead_letter_topic, retry_topic
 from reconsume.wire.codes import RequestCode
 
 from .conftest import JavaClient
-from .java_client_support import (
-    CONSUMING,
-    Event,
-    check_protocol,
-    once_each,
-    position,
-    queue_set,
-    run_driver,
-)
+from .driver_support import Event, once_each, position, queue_set
+from .java_client_support import CONSUMING, check_protocol, run_driver
 from .servers import (
     Cluster,
     Queue,

@@ -23,15 +23,8 @@ from reconsume.wire.codes import RequestCode
 from ..integration.retry_support import TEST_DELAYS_MS
 from ..integration.wire_client import eventually
 from .conftest import JavaClient
-from .java_client_support import (
-    CONSUMING,
-    SLACK_MS,
-    Event,
-    check_protocol,
-    position,
-    queue_set,
-    run_driver,
-)
+from .driver_support import SLACK_MS, Event, position, queue_set
+from .java_client_support import CONSUMING, check_protocol, run_driver
 from .servers import (
     BROKERS,
     Cluster,
