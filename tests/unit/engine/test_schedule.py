@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,13 +26,19 @@ from reconsume.message.model import StoredMessage
 from reconsume.message.names import SCHEDULE_TOPIC
 from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
 
-from ...polling import eventually_async
 from ..store._helpers import small_settings
+from ._crash_support import (
+    FAST,
+    ServiceBroker,
+    crash,
+    deliver_then_crash,
+    numbered,
+    persist_while_refused,
+    run_until,
+    until,
+)
 
 LEVELS = DelayLevels((40, 80))
-FAST = ScheduleSettings(
-    persist_interval_ms=3_600_000, retry_min_backoff_ms=5, retry_max_backoff_ms=20
-)
 
 
 def open_store(root: Path) -> MessageStore:
@@ -45,21 +50,12 @@ def open_store(root: Path) -> MessageStore:
     )
 
 
-class Broker:
-    """What the broker does around the service: delayed puts wake it, deliveries are appended
-    (and may be refused)."""
+class Broker(ServiceBroker[ScheduleService]):
+    """The broker around the schedule service: delayed puts wake it."""
 
     def __init__(self, store: MessageStore, settings: ScheduleSettings = FAST) -> None:
-        self.store = store
-        self.refuse = 0
-        self.refusal: Exception = StoreError("the disk is full")
+        super().__init__(store)
         self.service = ScheduleService(store, LEVELS, self.append, settings)
-
-    def append(self, request: PutRequest) -> PutResult:
-        if self.refuse:
-            self.refuse -= 1
-            raise self.refusal
-        return self.store.append(request)
 
     def put_delayed(self, body: bytes, level: int, topic: str = "real") -> None:
         properties = {props.DELAY_TIME_LEVEL: str(level), props.KEYS: body.decode()}
@@ -67,16 +63,8 @@ class Broker:
         self.store.append(PutRequest(where, queue_id, body, props.encode_properties(properties)))
         self.service.wake(queue_id)
 
-    def delivered(self, topic: str = "real") -> list[StoredMessage]:
-        result = self.store.get_messages(topic, 0, 0, max_count=1000)
-        return [decode_record(record) for record in result.records]
-
-
-async def until(probe: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """:func:`eventually_async` at the pace of these tests: due times here are tens of
-    milliseconds apart, so it looks every 5 ms, and a service that has not delivered within
-    5 s is stuck rather than slow."""
-    await eventually_async(probe, timeout_s, interval_s=0.005)
+    def put_soon(self, body: bytes) -> None:
+        self.put_delayed(body, 1)
 
 
 def origin_record(store: MessageStore, copy: StoredMessage) -> StoredMessage:
@@ -180,43 +168,21 @@ def test_an_entry_without_a_real_topic_is_skipped_and_counted(tmp_path: Path) ->
     assert broker.service.stats.discarded == 1
 
 
-async def crash(broker: Broker) -> None:
-    """The process dies: the workers vanish, nothing persists their offsets past the start."""
-    for task in broker.service._tasks:
-        task.cancel()
-    await asyncio.gather(*broker.service._tasks, return_exceptions=True)
-    broker.store.close()
-
-
-async def deliver_then_crash(root: Path, count: int = 5) -> list[int]:
-    """Deliver ``count`` level-1 messages, then crash; the copies' commit-log offsets."""
-    broker = Broker(open_store(root))
-    await broker.service.start()
-    for i in range(count):
-        broker.put_delayed(f"m{i}".encode(), 1)
-    await until(lambda: len(broker.delivered()) == count)
-    copies = [c.commit_log_offset for c in broker.delivered()]
-    await crash(broker)
-    return copies
-
-
 async def run_to_the_end(root: Path) -> tuple[list[bytes], Broker, dict[int, int]]:
     """Start, deliver everything due, stop cleanly: the bodies delivered (all runs), the
     broker and the persisted scan floors."""
     with open_store(root) as store:
         broker = Broker(store)
-        await broker.service.start()
-        await until(lambda: broker.service.pending() == {1: 0, 2: 0})
-        await broker.service.stop()
+        await run_until(broker, lambda: broker.service.pending() == {1: 0, 2: 0})
         floors = store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
-        return [c.body for c in broker.delivered()], broker, floors
+        return broker.bodies(), broker, floors
 
 
 def test_a_crash_skips_the_deliveries_already_in_the_log(tmp_path: Path) -> None:
-    asyncio.run(deliver_then_crash(tmp_path))
+    asyncio.run(deliver_then_crash(Broker(open_store(tmp_path)), 5))
     bodies, broker, floors = asyncio.run(run_to_the_end(tmp_path))
     stats = broker.service.stats
-    assert bodies == [f"m{i}".encode() for i in range(5)]  # each once: none lost, none twice
+    assert bodies == numbered(5)  # each once: none lost, none twice
     assert (stats.already_delivered, stats.redelivered_duplicates, stats.delivered) == (5, 0, {})
     assert set(floors) == {1, 2}
     # Stopped cleanly this time: a restart finds nothing to skip.
@@ -230,25 +196,19 @@ def test_a_second_crash_before_the_skipped_entries_come_due_still_finds_their_co
 ) -> None:
     async def start_then_crash() -> dict[int, int]:
         # The workers are created but crash before they run: only the start-up write happened.
-        store = open_store(tmp_path)
-        broker = Broker(store)
+        broker = Broker(open_store(tmp_path))
         await broker.service.start()
-        floors = store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
+        floors = broker.store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
         await crash(broker)
         return floors
 
-    copies = asyncio.run(deliver_then_crash(tmp_path))
+    copies = asyncio.run(deliver_then_crash(Broker(open_store(tmp_path)), 5))
     floors = asyncio.run(start_then_crash())
     assert max(floors.values()) <= copies[0] < copies[-1]  # the next scan covers every copy
     bodies, broker, _ = asyncio.run(run_to_the_end(tmp_path))
-    assert bodies == [f"m{i}".encode() for i in range(5)]
-    assert (
-        broker.service.stats.already_delivered,
-        broker.service.stats.redelivered_duplicates,
-    ) == (
-        5,
-        0,
-    )
+    assert bodies == numbered(5)
+    stats = broker.service.stats
+    assert (stats.already_delivered, stats.redelivered_duplicates) == (5, 0)
 
 
 def test_copies_of_a_batch_held_up_by_a_refusal_bound_the_floor(tmp_path: Path) -> None:
@@ -263,23 +223,12 @@ def test_copies_of_a_batch_held_up_by_a_refusal_bound_the_floor(tmp_path: Path) 
             store, LEVELS, broker.append, FAST, now_ms=lambda: wall_ms() + 3_600_000
         )
         await broker.service.start()
-        for i in range(5):
-            store.append(PutRequest(*to_schedule_request(f"m{i}", 1)))
-        appended = 0
-
-        def append_two(request: PutRequest) -> PutResult:
-            nonlocal appended
-            if appended == 2:
-                raise StoreError("the disk is full")
-            appended += 1
-            return store.append(request)
-
-        broker.service._append = append_two
+        for body in numbered(5):
+            schedule_record(store, body)
+        broker.refuse_after = 2
         broker.service.wake(schedule_queue_id(1))
-        await until(lambda: broker.service.stats.put_failures >= 1)
-        await broker.service.persist()
+        copies = await persist_while_refused(broker)
         floors = store.schedule_offsets.queues(REDELIVERY_SCAN_KEY)
-        copies = [c.commit_log_offset for c in broker.delivered()]
         await crash(broker)
         return copies, floors
 
@@ -287,7 +236,7 @@ def test_copies_of_a_batch_held_up_by_a_refusal_bound_the_floor(tmp_path: Path) 
     assert len(copies) == 2
     assert min(floors.values()) <= copies[0]
     bodies, broker, _ = asyncio.run(run_to_the_end(tmp_path))
-    assert bodies == [f"m{i}".encode() for i in range(5)]
+    assert bodies == numbered(5)
     stats = broker.service.stats
     assert (stats.already_delivered, stats.redelivered_duplicates, stats.delivered) == (
         2,

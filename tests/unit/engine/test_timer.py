@@ -20,19 +20,23 @@ from reconsume.engine.scheduled import schedule_tags_code
 from reconsume.engine.timer import TimerService
 from reconsume.engine.timer_message import TIMER_QUEUE_ID, timer_tags_code, to_timer
 from reconsume.engine.timer_progress import load_progress, progress_path
-from reconsume.errors import StoreError
 from reconsume.message import properties as props
-from reconsume.message.decode import decode_record
 from reconsume.message.model import StoredMessage
 from reconsume.message.names import TIMER_TOPIC
-from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
+from reconsume.store import FlushMode, MessageStore, PutRequest
 
 from ..store._helpers import small_settings
-from .test_schedule import until
-
-FAST = ScheduleSettings(
-    persist_interval_ms=3_600_000, retry_min_backoff_ms=5, retry_max_backoff_ms=20
+from ._crash_support import (
+    FAST,
+    ServiceBroker,
+    crash,
+    deliver_then_crash,
+    numbered,
+    persist_while_refused,
+    run_until,
+    until,
 )
+
 TAGS_CODE = timer_tags_code(schedule_tags_code(DelayLevels((1000,))))
 
 
@@ -45,20 +49,12 @@ def open_store(root: Path, tags_code: object = TAGS_CODE) -> MessageStore:
     )
 
 
-class Broker:
-    """What the broker does around the service: timer puts wake it, deliveries are appended
-    (and may be refused)."""
+class Broker(ServiceBroker[TimerService]):
+    """The broker around the timer service: timer puts wake it."""
 
     def __init__(self, store: MessageStore, settings: ScheduleSettings = FAST) -> None:
-        self.store = store
-        self.refuse = 0
+        super().__init__(store)
         self.service = TimerService(store, self.append, settings)
-
-    def append(self, request: PutRequest) -> PutResult:
-        if self.refuse:
-            self.refuse -= 1
-            raise StoreError("the disk is full")
-        return self.store.append(request)
 
     def put_timer(self, body: bytes, due_ms: int, topic: str = "real") -> None:
         properties = {props.KEYS: body.decode()}
@@ -66,21 +62,17 @@ class Broker:
         self.store.append(PutRequest(where, queue_id, body, props.encode_properties(properties)))
         self.service.wake()
 
-    def delivered(self, topic: str = "real") -> list[StoredMessage]:
-        result = self.store.get_messages(topic, 0, 0, max_count=1000)
-        return [decode_record(record) for record in result.records]
+    def put_soon(self, body: bytes) -> None:
+        self.put_timer(body, wall_ms() + 5)
 
 
 def due_of(copy: StoredMessage) -> int:
     return int(copy.properties[props.TIMER_OUT_MS])
 
 
-async def crash(broker: Broker) -> None:
-    """The process dies: tasks vanish, nothing persists the progress."""
-    for task in broker.service._tasks:
-        task.cancel()
-    await asyncio.gather(*broker.service._tasks, return_exceptions=True)
-    broker.store.close()
+def saved_floor(root: Path) -> int | None:
+    """The redelivery scan floor the timer progress holds."""
+    return load_progress(progress_path(root / "config")).redelivery_scan_from
 
 
 def test_messages_come_out_in_due_order_whatever_the_send_order(tmp_path: Path) -> None:
@@ -196,13 +188,11 @@ def test_a_crash_repeats_no_delivery_persisted_or_not(tmp_path: Path, clean_firs
     async def run_again() -> tuple[list[bytes], tuple[int, int], int]:
         with open_store(tmp_path) as store:
             broker = Broker(store)
-            await broker.service.start()
-            await until(lambda: broker.service.pending() == 5)
-            await broker.service.stop()
+            await run_until(broker, lambda: broker.service.pending() == 5)
             progress = load_progress(progress_path(tmp_path / "config"))
             stats = broker.service.stats
             return (
-                [c.body for c in broker.delivered()],
+                broker.bodies(),
                 (stats.already_delivered, stats.redelivered_duplicates),
                 progress.low_water,
             )
@@ -221,39 +211,26 @@ def test_a_crash_repeats_no_delivery_persisted_or_not(tmp_path: Path, clean_firs
 def test_a_second_crash_before_the_skipped_entries_come_due_still_finds_their_copies(
     tmp_path: Path,
 ) -> None:
-    async def deliver_then_crash() -> list[int]:
-        broker = Broker(open_store(tmp_path))
-        await broker.service.start()
-        for i in range(4):
-            broker.put_timer(f"m{i}".encode(), wall_ms() + 5)
-        await until(lambda: len(broker.delivered()) == 4)
-        copies = [c.commit_log_offset for c in broker.delivered()]
-        await crash(broker)
-        return copies
-
     async def start_then_crash() -> int | None:
         # The worker is created but the process dies before it runs: only the start-up write.
         broker = Broker(open_store(tmp_path))
         await broker.service.start()
         await crash(broker)
-        return load_progress(progress_path(tmp_path / "config")).redelivery_scan_from
+        return saved_floor(tmp_path)
 
     async def run_again() -> tuple[list[bytes], int, int]:
         with open_store(tmp_path) as store:
             broker = Broker(store)
-            await broker.service.start()
-            await until(lambda: broker.service.stats.already_delivered == 4)
-            await broker.service.stop()
+            await run_until(broker, lambda: broker.service.stats.already_delivered == 4)
             stats = broker.service.stats
-            bodies = [c.body for c in broker.delivered()]
-            return bodies, stats.redelivered_duplicates, sum(stats.delivered.values())
+            return broker.bodies(), stats.redelivered_duplicates, sum(stats.delivered.values())
 
-    copies = asyncio.run(deliver_then_crash())
+    copies = asyncio.run(deliver_then_crash(Broker(open_store(tmp_path)), 4))
     floor = asyncio.run(start_then_crash())
     assert floor is not None
     assert floor <= copies[0]  # the next scan still covers every copy
     bodies, duplicates, delivered = asyncio.run(run_again())
-    assert bodies == [f"m{i}".encode() for i in range(4)]
+    assert bodies == numbered(4)
     assert (duplicates, delivered) == (0, 0)
 
 
@@ -262,42 +239,30 @@ def test_copies_of_a_batch_held_up_by_a_refusal_bound_the_floor(tmp_path: Path) 
     floor at or below the batch's first copy, so a crash then skips the two."""
 
     async def refused_mid_batch() -> tuple[list[int], int | None]:
-        store = open_store(tmp_path)
-        broker = Broker(store)
-        appended = 0
-
-        def append_two(request: PutRequest) -> PutResult:
-            nonlocal appended
-            if appended == 2:
-                raise StoreError("the disk is full")
-            appended += 1
-            return store.append(request)
-
-        broker.service = TimerService(store, append_two, FAST)
+        broker = Broker(open_store(tmp_path))
+        broker.refuse_after = 2
         await broker.service.start()
         due = wall_ms() - 1  # all due at once: one batch
-        for i in range(5):
-            broker.put_timer(f"m{i}".encode(), due + i)
-        await until(lambda: broker.service.stats.put_failures >= 1)
-        await broker.service.persist()
-        copies = [c.commit_log_offset for c in broker.delivered()]
+        for i, body in enumerate(numbered(5)):
+            broker.put_timer(body, due + i)
+        copies = await persist_while_refused(broker)
         await crash(broker)
-        return copies, load_progress(progress_path(tmp_path / "config")).redelivery_scan_from
+        return copies, saved_floor(tmp_path)
 
     async def run_again() -> tuple[list[bytes], Broker]:
         with open_store(tmp_path) as store:
             broker = Broker(store)
-            await broker.service.start()
-            await until(lambda: broker.service.pending() == 0 and len(broker.delivered()) >= 5)
-            await broker.service.stop()
-            return [c.body for c in broker.delivered()], broker
+            await run_until(
+                broker, lambda: broker.service.pending() == 0 and len(broker.delivered()) >= 5
+            )
+            return broker.bodies(), broker
 
     copies, floor = asyncio.run(refused_mid_batch())
     assert len(copies) == 2
     assert floor is not None
     assert floor <= copies[0]
     bodies, broker = asyncio.run(run_again())
-    assert bodies == [f"m{i}".encode() for i in range(5)]
+    assert bodies == numbered(5)
     stats = broker.service.stats
     assert (stats.already_delivered, stats.redelivered_duplicates) == (2, 0)
     assert sum(stats.delivered.values()) == 3
