@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.common import markdown_table
+
 
 def _n(value: float, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _cpu(row: dict[str, Any], who: str) -> str:
@@ -94,7 +90,7 @@ def render_client(result: dict[str, Any]) -> list[str]:
         "processes share a core, since waking a process on the other vCPU of this VM costs "
         "tens of µs of CPU on both sides.",
         "",
-        *_table(
+        *markdown_table(
             [
                 "flush",
                 "producers",
@@ -123,7 +119,7 @@ def render_client(result: dict[str, Any]) -> list[str]:
             "broker (flushing is not on the read path); the messages were stored by batch "
             "sends and are in the page cache.",
             "",
-            *_table(
+            *markdown_table(
                 [
                     "flush",
                     "messages per run",

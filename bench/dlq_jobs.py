@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import DEFAULT_OUT, data_dir, loadavg, machine_info, write_json
-from bench.servers import BROKER_NAME, SMALL_SEGMENTS, cpu_seconds, servers, start_server
+from bench.servers import BROKER_NAME, cpu_seconds, servers, small_segments_config, start_broker
 from reconsume.client.admin import AdminClient
 from reconsume.client.producer import Producer
 from reconsume.message import properties as props
@@ -100,12 +100,9 @@ def two_brokers(data_root: Path) -> Iterator[str]:
     with ExitStack() as stack:
         running = stack.enter_context(servers(data_root, "Sync", name="dlq-jobs"))
         directory = stack.enter_context(data_dir(data_root, "dlq-jobs-b"))
-        config = directory / "broker.toml"
-        config.write_text(SMALL_SEGMENTS)
-        second = start_server(
-            "broker", "--listen", "127.0.0.1:0", "--namesrv", running.namesrv,
-            "--store-dir", str(directory / "store"), "--broker-name", f"{BROKER_NAME}-b",
-            "--cluster", "bench", "--flush", "Sync", "--config", str(config),
+        second = start_broker(
+            running.namesrv, directory / "store", small_segments_config(directory),
+            f"{BROKER_NAME}-b", "--cluster", "bench", "--flush", "Sync",
         )  # fmt: skip
         stack.callback(second.stop)
         asyncio.run(_registered(running.namesrv, 2))

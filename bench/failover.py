@@ -42,7 +42,7 @@ from typing import Any
 from bench import rocketmq_servers
 from bench.common import DEFAULT_OUT, data_dir, loadavg, machine_info, write_json
 from bench.delay_lateness import percentiles
-from bench.servers import SMALL_SEGMENTS, Server, start_server
+from bench.servers import Server, small_segments_config, start_broker, start_namesrv
 from reconsume.client.admin import AdminClient
 from reconsume.client.producer import Producer
 from reconsume.client.pull import pull_once
@@ -62,15 +62,13 @@ class Brokers:
         self.root = root
         self.namesrv = namesrv
         self.lease_ms = lease_ms
-        self.config = root / "broker.toml"
-        self.config.write_text(SMALL_SEGMENTS)
+        self.config = small_segments_config(root)
         self.running: dict[int, Server] = {}
 
     def start(self, index: int) -> None:
-        self.running[index] = start_server(
-            "broker", "--listen", "127.0.0.1:0", "--namesrv", self.namesrv,
-            "--store-dir", str(self.root / f"b{index}"), "--broker-name", NAME,
-            "--flush", "Sync", "--replication", "Sync", "--config", str(self.config),
+        self.running[index] = start_broker(
+            self.namesrv, self.root / f"b{index}", self.config, NAME,
+            "--flush", "Sync", "--replication", "Sync",
             "--election", f"file:{self.root / 'lease.json'}", "--broker-id", str(index),
             "--lease-duration-ms", str(self.lease_ms), "--replica-lag-max-ms", "1000",
         )  # fmt: skip
@@ -311,7 +309,7 @@ def run(
     kills: int, lease_ms: int, data_root: Path = DEFAULT_OUT / "data", freeze: bool = False
 ) -> dict[str, Any]:
     with data_dir(data_root, "failover") as root:
-        namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+        namesrv = start_namesrv()
         brokers = Brokers(root, namesrv.address, lease_ms)
         started, load_start = time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg()
         try:

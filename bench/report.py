@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.client_report import render_client
-from bench.common import BENCH_DIR
+from bench.common import BENCH_DIR, markdown_table
 from bench.rocketmq_report import render_rocketmq
 
 CHANGES = BENCH_DIR / "CHANGES.md"
@@ -43,17 +43,11 @@ def _bytes(value: float) -> str:
     return f"{value:.0f} B"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
 def _machine(run_info: dict[str, Any]) -> list[str]:
     m = run_info["machine"]
     fs = m["filesystem"]
     mem = m.get("mem_total_bytes")
-    return _table(
+    return markdown_table(
         ["", ""],
         [
             ["CPU", m["cpu_model"]],
@@ -99,7 +93,7 @@ def _append(result: dict[str, Any]) -> list[str]:
         "group-commit flushes (each one fdatasync of the active segment) per acknowledged put.",
         "",
     ]
-    return lines + _table(
+    return lines + markdown_table(
         [
             "variant",
             "flush",
@@ -135,7 +129,7 @@ def _read(result: dict[str, Any]) -> list[str]:
         "Every queue read from offset 0 to its end, 32 records a call, warm page cache; "
         "median of the passes.",
         "",
-        *_table(
+        *markdown_table(
             ["variant", "queues", "messages", "calls", "seconds", "msg/s", "best msg/s", "MB/s"],
             rows,
         ),
@@ -209,7 +203,7 @@ def _recovery(result: dict[str, Any]) -> list[str]:
         f"{(result.get('crc_floor') or {}).get('crc_all_bytes_seconds', float('nan')):.3f} s): "
         "the part of a full scan that is inherent. Warm page cache.",
         "",
-        *_table(
+        *markdown_table(
             [
                 "variant",
                 "open s",
@@ -265,7 +259,7 @@ def _targets(loaded: dict[str, Any]) -> list[str]:
                 "met" if ok else "**missed**",
             ]
         )
-    return _table(["target (spec)", "required", "measured", ""], rows) if rows else []
+    return markdown_table(["target (spec)", "required", "measured", ""], rows) if rows else []
 
 
 def _earlier(run_info: dict[str, Any], scenario: str) -> list[str]:

@@ -6,16 +6,11 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
+from bench.common import markdown_table
 from bench.rocketmq_servers import display
 
 Row = tuple[str, str, bool]
 """(label, case, higher is better)."""
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _reconsume_version() -> str:
@@ -88,12 +83,12 @@ def _figures(result: dict[str, Any], flush_mode: str) -> list[str]:
             a, b = _get(ours, "lateness", path, q), _get(theirs, "lateness", path, q)
             if a is not None or b is not None:
                 rows.append([f"lateness, {label}: {q} ms", _ms(a, 0), _ms(b, 0), _ratio(a, b)])
-    return _table(["", "reconsume", "Apache RocketMQ", "reconsume / RocketMQ"], rows)
+    return markdown_table(["", "reconsume", "Apache RocketMQ", "reconsume / RocketMQ"], rows)
 
 
 def _versions(result: dict[str, Any]) -> list[str]:
     v = result.get("versions", {})
-    return _table(
+    return markdown_table(
         ["", ""],
         [
             ["Apache RocketMQ (name server, broker)", f"{v.get('rocketmq', '?')} (Maven Central)"],
@@ -121,7 +116,7 @@ def _conditions(result: dict[str, Any]) -> list[str]:
                 loads,
             ]
         )
-    return _table(
+    return markdown_table(
         ["system", "flush", "start s", "stop s", "1-min load average at the start of each case"],
         rows,
     )
@@ -252,7 +247,7 @@ def _replicated_figures(result: dict[str, Any], flush_mode: str) -> list[str]:
     for label, case in (("produce, 1 thread", "produce-1"), ("produce, 8 threads", "produce-8")):
         a, b = _not_ok(ours, case), _not_ok(theirs, case)
         rows.append([f"{label}: sends not answered SEND_OK", _count(a), _count(b), ""])
-    return _table(["", "reconsume", "Apache RocketMQ", "reconsume / RocketMQ"], rows)
+    return markdown_table(["", "reconsume", "Apache RocketMQ", "reconsume / RocketMQ"], rows)
 
 
 def _per_message(cases: dict[str, Any] | None, case: str, key: str, count: str) -> float | None:

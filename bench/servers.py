@@ -88,6 +88,27 @@ def start_server(*args: str, timeout_s: float = 30.0) -> Server:
     return Server(process, found[0], lines)
 
 
+def start_namesrv() -> Server:
+    """``reconsume namesrv`` on a free port of 127.0.0.1."""
+    return start_server("namesrv", "--listen", "127.0.0.1:0")
+
+
+def start_broker(namesrv: str, store: Path, config: Path, name: str, *args: str) -> Server:
+    """``reconsume broker`` named ``name`` on a free port of 127.0.0.1, registering with
+    ``namesrv``, its store in ``store``, its settings file ``config``, ``args`` its other flags."""
+    return start_server(
+        "broker", "--listen", "127.0.0.1:0", "--namesrv", namesrv, "--store-dir", str(store),
+        "--broker-name", name, "--config", str(config), *args,
+    )  # fmt: skip
+
+
+def small_segments_config(directory: Path) -> Path:
+    """``directory/broker.toml`` holding :data:`SMALL_SEGMENTS`."""
+    config = directory / "broker.toml"
+    config.write_text(SMALL_SEGMENTS)
+    return config
+
+
 @dataclass(frozen=True)
 class Running:
     namesrv: str
@@ -107,14 +128,12 @@ def servers(
     store under ``data_root/<name>-<flush mode>``."""
     with ExitStack() as stack:
         directory = stack.enter_context(data_dir(data_root, f"{name}-{flush_mode.lower()}"))
-        config = directory / "broker.toml"
-        config.write_text(SMALL_SEGMENTS)
-        namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+        config = small_segments_config(directory)
+        namesrv = start_namesrv()
         stack.callback(namesrv.stop)
-        broker = start_server(
-            "broker", "--listen", "127.0.0.1:0", "--namesrv", namesrv.address,
-            "--store-dir", str(directory / "store"), "--broker-name", BROKER_NAME,
-            "--cluster", "bench", "--flush", flush_mode, "--config", str(config), *broker_args,
+        broker = start_broker(
+            namesrv.address, directory / "store", config, BROKER_NAME,
+            "--cluster", "bench", "--flush", flush_mode, *broker_args,
         )  # fmt: skip
         stack.callback(broker.stop)
         yield Running(namesrv.address, broker, flush_mode, directory / "store")
@@ -140,21 +159,17 @@ def replicated_servers(
     --probe-topic T`` waits for that)."""
     with ExitStack() as stack:
         directory = stack.enter_context(data_dir(data_root, f"{name}-{flush_mode.lower()}"))
-        config = directory / "broker.toml"
-        config.write_text(SMALL_SEGMENTS)
-        namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+        config = small_segments_config(directory)
+        namesrv = start_namesrv()
         stack.callback(namesrv.stop)
-        common = (
-            "--listen", "127.0.0.1:0", "--namesrv", namesrv.address, "--broker-name", BROKER_NAME,
-            "--cluster", "bench", "--config", str(config), *broker_args,
-        )  # fmt: skip
-        master = start_server(
-            "broker", *common, "--store-dir", str(directory / "store"), "--flush", flush_mode,
-            *REPLICATION_ARGS,
+        common = ("--cluster", "bench", *broker_args)
+        master = start_broker(
+            namesrv.address, directory / "store", config, BROKER_NAME, *common,
+            "--flush", flush_mode, *REPLICATION_ARGS,
         )  # fmt: skip
         stack.callback(master.stop)
-        replica = start_server(
-            "broker", *common, "--store-dir", str(directory / "replica"),
+        replica = start_broker(
+            namesrv.address, directory / "replica", config, BROKER_NAME, *common,
             "--flush", replica_flush or flush_mode, "--broker-id", "1", "--master", master.address,
         )  # fmt: skip
         stack.callback(replica.stop)
