@@ -301,9 +301,10 @@ class BrokerContext:
                 return ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)
         replicas = self.replicas
         if replicas is not None and replicas.sync:
-            replicated = asyncio.wrap_future(replicas.gate(result.end_offset))
+            replicated = replicas.gate_here(result.end_offset)
             try:
-                await asyncio.wait_for(asyncio.shield(replicated), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await replicated
             except TimeoutError:
                 return ResponseCode.FLUSH_SLAVE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"
             except ReplicaUnavailableError as exc:

@@ -23,17 +23,21 @@ A replica whose connection closed is kept aside (:attr:`ReplicaSet.departed`) as
 the metrics only: how far behind a stopped replica falls is worth reporting until it returns.
 
 Everything here runs on the broker's event loop; the gate's futures are
-:class:`concurrent.futures.Future` so that the store's and the engine's waiters can share them.
+:class:`concurrent.futures.Future` so that the store's and the engine's waiters can share them,
+except a send's (:meth:`ReplicaSet.gate_here`): a future of the loop itself is completed without
+the thread-safe hand-off (a self-pipe write and one more turn of the loop per send).
 """
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Protocol
 
 from reconsume.errors import ReplicaUnavailableError, StoreError
 
@@ -41,6 +45,16 @@ log = logging.getLogger(__name__)
 
 MAX_DEPARTED = 8
 """Departed replicas kept for reporting, at most (the oldest departure goes first)."""
+
+
+class _Waiter(Protocol):
+    """A future a write waits on: either kind (:mod:`concurrent.futures` or :mod:`asyncio`)."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: None, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
 
 
 @dataclass(slots=True)
@@ -89,7 +103,7 @@ class ReplicaSet:
         self.recorded: frozenset[str] | None = None
         """The in-sync set as the lease records it; None without a lease (the live set
         counts)."""
-        self._waiters: list[tuple[int, int, Future[None]]] = []
+        self._waiters: list[tuple[int, int, _Waiter]] = []
         self._seq = itertools.count()
         self.stored_alone_total = 0
         """Writes confirmed with no replica in sync (``accept_alone``)."""
@@ -259,9 +273,19 @@ class ReplicaSet:
         Sync replication; when every in-sync replica acknowledged it; failing with
         :class:`ReplicaUnavailableError` when none is in sync (unless ``accept_alone``)."""
         future: Future[None] = Future()
+        self._enter(future, end_offset)
+        return future
+
+    def gate_here(self, end_offset: int) -> asyncio.Future[None]:
+        """:meth:`gate` as a future of the running loop (cancelling it stops the wait)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enter(future, end_offset)
+        return future
+
+    def _enter(self, future: _Waiter, end_offset: int) -> None:
         if not self.sync:
             future.set_result(None)
-            return future
+            return
         counting = self._counting()
         if counting is None:
             self._alone(future)
@@ -269,9 +293,8 @@ class ReplicaSet:
             future.set_result(None)
         else:
             heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
-        return future
 
-    def _alone(self, future: Future[None]) -> None:
+    def _alone(self, future: _Waiter) -> None:
         if self.accept_alone:
             self.stored_alone_total += 1
             future.set_result(None)
