@@ -283,6 +283,20 @@ class BrokerContext:
             replicas is not None and replicas.sync
         )
 
+    def answer_when_replicated(self, result: PutResult, answer: Callable[[int], None]) -> bool:
+        """Under Sync replication with Async flush: call ``answer`` with SUCCESS once
+        ``result`` counts as stored on the replicas, from the code that releases it (no task,
+        no turn of the event loop), or with the code :meth:`durable` gives; True. False under
+        Sync flush or without Sync replication (:meth:`durable` waits then)."""
+        replicas = self.replicas
+        if self.store.settings.flush_mode is FlushMode.SYNC or replicas is None:
+            return False
+        if not replicas.sync:
+            return False
+        timeout_s = self.settings.sync_flush_timeout_ms / 1000
+        replicas.wait(_Answer(answer, timeout_s), result.end_offset)
+        return True
+
     async def durable(self, result: PutResult) -> tuple[int, str]:
         """Wait until ``result`` counts as stored: under Sync flush its fsync, under Sync
         replication every in-sync replica. SUCCESS; or FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT
@@ -339,3 +353,38 @@ class BrokerContext:
     def _notify_enabled(self, group: str) -> bool:
         config = self.store.groups.get(group)
         return config is None or config.notify_consumer_ids_changed_enable
+
+
+class _Answer:
+    """Waits in the replica set's gate for one write and answers its send once, with the code
+    :meth:`BrokerContext.durable` would give."""
+
+    __slots__ = ("_answer", "_finished", "_timer")
+
+    def __init__(self, answer: Callable[[int], None], timeout_s: float) -> None:
+        self._answer = answer
+        self._finished = False
+        self._timer = asyncio.get_running_loop().call_later(
+            timeout_s, self._finish, ResponseCode.FLUSH_SLAVE_TIMEOUT
+        )
+
+    def done(self) -> bool:
+        return self._finished
+
+    def set_result(self, result: None, /) -> None:
+        self._finish(ResponseCode.SUCCESS)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        if isinstance(exception, ReplicaUnavailableError):
+            self._finish(ResponseCode.SLAVE_NOT_AVAILABLE)
+        else:
+            self._finish(ResponseCode.SERVICE_NOT_AVAILABLE)
+
+    def _finish(self, code: int) -> None:
+        if not self._finished:
+            self._finished = True
+            self._timer.cancel()
+            try:
+                self._answer(code)
+            except Exception:  # told from the replica set's release: it must go on
+                log.exception("answering a replicated send failed")

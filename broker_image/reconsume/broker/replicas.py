@@ -47,8 +47,9 @@ MAX_DEPARTED = 8
 """Departed replicas kept for reporting, at most (the oldest departure goes first)."""
 
 
-class _Waiter(Protocol):
-    """A future a write waits on: either kind (:mod:`concurrent.futures` or :mod:`asyncio`)."""
+class Waiter(Protocol):
+    """What a write waits with: a future of either kind (:mod:`concurrent.futures`,
+    :mod:`asyncio`) or anything that is told the same way."""
 
     def done(self) -> bool: ...
 
@@ -103,7 +104,7 @@ class ReplicaSet:
         self.recorded: frozenset[str] | None = None
         """The in-sync set as the lease records it; None without a lease (the live set
         counts)."""
-        self._waiters: list[tuple[int, int, _Waiter]] = []
+        self._waiters: list[tuple[int, int, Waiter]] = []
         self._seq = itertools.count()
         self.stored_alone_total = 0
         """Writes confirmed with no replica in sync (``accept_alone``)."""
@@ -282,7 +283,12 @@ class ReplicaSet:
         self._enter(future, end_offset)
         return future
 
-    def _enter(self, future: _Waiter, end_offset: int) -> None:
+    def wait(self, waiter: Waiter, end_offset: int) -> None:
+        """:meth:`gate` for a waiter of the caller's own (told synchronously, perhaps before
+        this returns)."""
+        self._enter(waiter, end_offset)
+
+    def _enter(self, future: Waiter, end_offset: int) -> None:
         if not self.sync:
             future.set_result(None)
             return
@@ -294,7 +300,7 @@ class ReplicaSet:
         else:
             heapq.heappush(self._waiters, (end_offset, next(self._seq), future))
 
-    def _alone(self, future: _Waiter) -> None:
+    def _alone(self, future: Waiter) -> None:
         if self.accept_alone:
             self.stored_alone_total += 1
             future.set_result(None)

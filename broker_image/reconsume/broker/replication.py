@@ -23,11 +23,11 @@ entry or NetworkPolicy rule, and whatever guards the remoting port guards it too
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconsume.broker.context import BrokerContext
@@ -47,6 +47,25 @@ MAX_CHUNK_BYTES = 4 << 20
 _REPLICA_ID = "reconsume.replicaId"
 _TOLD_LIMIT = "reconsume.toldReadLimit"
 _UNTOLD = -1
+
+
+def _settle(future: asyncio.Future[RemotingCommand | None], answer: RemotingCommand | None) -> None:
+    if not future.done():
+        future.set_result(answer)
+
+
+@dataclass(eq=False, slots=True)
+class _Held:
+    """A replica's request held at the end of the log."""
+
+    request: RemotingCommand
+    connection: Connection
+    replica_id: str
+    offset: int
+    max_bytes: int
+    answered: asyncio.Future[RemotingCommand | None]
+    """The handler's result: the answer when the hold expires, None when answered early."""
+    timer: asyncio.TimerHandle = field(init=False)
 
 
 def metadata_version(store: MessageStore) -> str:
@@ -119,15 +138,29 @@ class ReplicationProcessor:
         self.replicas = replicas
         self._epoch = epoch
         self.hold_s = hold_s
-        self._grew: asyncio.Future[None] | None = None
+        self._held: set[_Held] = set()
 
     def log_grew(self) -> None:
-        """Something was appended, or the read limit moved: answer the held requests."""
-        grew = self._grew
-        if grew is not None:
-            self._grew = None
-            if not grew.done():
-                grew.set_result(None)
+        """Something was appended, or the read limit moved: answer the held requests now,
+        before whatever appended goes on (a Sync write waits for the answer's round trip)."""
+        if self._held:
+            held, self._held = self._held, set()
+            for request in held:
+                request.timer.cancel()
+                request.connection.reply(request.request, self._answer_held(request))
+                _settle(request.answered, None)
+
+    def _expire(self, held: _Held) -> None:
+        """``hold_s`` passed with nothing appended: answer with what there is."""
+        self._held.discard(held)
+        _settle(held.answered, self._answer_held(held))
+
+    def _answer_held(self, held: _Held) -> RemotingCommand:
+        try:
+            data = self.context.store.read_log(held.offset, held.max_bytes)
+        except ReplicationError as exc:
+            return held.request.respond(ResponseCode.SYSTEM_ERROR, f"handshake again: {exc}")
+        return self._answer(held.request, held.connection, held.replica_id, held.offset, data)
 
     def connection_closed(self, connection: Connection) -> None:
         replica_id = connection.attributes.get(_REPLICA_ID)
@@ -186,7 +219,13 @@ class ReplicationProcessor:
         )
         return request.respond(body=json.dumps(answer).encode())
 
-    async def replicate(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
+    def replicate(
+        self, request: RemotingCommand, connection: Connection
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        """The answer at once when there is log to send (or the read limit to tell), else an
+        awaitable of it once the log grows or ``hold_s`` passes. The acknowledgement is taken
+        as the request arrives: a Sync write waiting for it is released without a turn of the
+        event loop in between."""
         replica_id = request.ext_fields.get("replicaId") or connection.peer
         offset = _field(request, "offset")
         acked = _field(request, "ackOffset")
@@ -204,12 +243,30 @@ class ReplicationProcessor:
         self.replicas.seen(replica_id, connection.peer, offset, acked, time.monotonic())
         try:
             data = store.read_log(offset, max_bytes)
-            told = connection.attributes.get(_TOLD_LIMIT, _UNTOLD)
-            if not data and told == self.replicas.read_limit_for(replica_id):
-                await self._hold()
-                data = store.read_log(offset, max_bytes)
         except ReplicationError as exc:
             return request.respond(ResponseCode.SYSTEM_ERROR, f"handshake again: {exc}")
+        told = connection.attributes.get(_TOLD_LIMIT, _UNTOLD)
+        if not data and told == self.replicas.read_limit_for(replica_id):
+            # Held until an append (or the read limit moving) answers it from log_grew, in the
+            # appending handler itself: no turn of the event loop between a Sync write and
+            # its replication.
+            loop = asyncio.get_running_loop()
+            answered: asyncio.Future[RemotingCommand | None] = loop.create_future()
+            held = _Held(request, connection, replica_id, offset, max_bytes, answered)
+            held.timer = loop.call_later(self.hold_s, self._expire, held)
+            self._held.add(held)
+            return answered
+        return self._answer(request, connection, replica_id, offset, data)
+
+    def _answer(
+        self,
+        request: RemotingCommand,
+        connection: Connection,
+        replica_id: str,
+        offset: int,
+        data: bytes,
+    ) -> RemotingCommand:
+        store = self.context.store
         end = store.commitlog.write_offset
         sent_to = offset + len(data)
         self.replicas.answered(replica_id, sent_to, sent_to >= end, time.monotonic())
@@ -224,13 +281,6 @@ class ReplicationProcessor:
             ext["readLimit"] = str(limit)
         connection.attributes[_TOLD_LIMIT] = limit
         return request.respond(ext_fields=ext, body=data)
-
-    async def _hold(self) -> None:
-        if self._grew is None:
-            self._grew = asyncio.get_running_loop().create_future()
-        grew = self._grew
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(grew), self.hold_s)
 
     def metadata(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
         body = json.dumps(metadata_snapshot(self.context.store)).encode()

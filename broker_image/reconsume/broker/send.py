@@ -116,9 +116,10 @@ class SendProcessor:
 
     def send(
         self, request: RemotingCommand, connection: Connection
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        """The response; under Sync flush an awaitable of it (answered after the fsync).
-        Under Async flush the answer is made at once: no task per send."""
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+        """The response; under Sync flush an awaitable of it (answered after the fsync); under
+        Sync replication alone None, the answer sent by whatever releases the write. Under
+        Async flush and replication the answer is made at once: no task per send."""
         header = parse_send_header(request)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
         try:
@@ -126,7 +127,7 @@ class SendProcessor:
             requests = self._build(header, request.body, topic, queue_id, config, connection, batch)
         except _Refused as refused:
             return _respond(request, refused.code, refused.remark)
-        return self._store(request, requests, queue_id)
+        return self._store(request, connection, requests, queue_id)
 
     # ------------------------------------------------------------------ checks
     def _check(self, header: SendHeader) -> tuple[str, int, TopicConfig]:
@@ -291,8 +292,12 @@ class SendProcessor:
 
     # ------------------------------------------------------------------ storing
     def _store(
-        self, request: RemotingCommand, requests: Sequence[PutRequest], queue_id: int
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        self,
+        request: RemotingCommand,
+        connection: Connection,
+        requests: Sequence[PutRequest],
+        queue_id: int,
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         store = self.context.store
         try:
             if len(requests) == 1:
@@ -320,6 +325,13 @@ class SendProcessor:
         elif topic == TIMER_TOPIC:
             context.timer_appended()
         if context.waits_for_storage:
+            if context.answer_when_replicated(
+                results[-1],
+                lambda code: connection.reply(
+                    request, self._answer(request, results, queue_id, code)
+                ),
+            ):
+                return None
             return self._answer_when_durable(request, results, queue_id)
         return self._answer(request, results, queue_id, ResponseCode.SUCCESS)
 

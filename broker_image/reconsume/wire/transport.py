@@ -147,6 +147,10 @@ class Connection(asyncio.Protocol):
         log.exception("%s: %s failed", self._dispatcher.name, request.describe())
         return request.respond(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
+    def reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Answer ``request`` now, from outside its handler (whose result is then None)."""
+        self._reply(request, response)
+
     def _reply(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         if response is None or request.is_oneway:
             return

@@ -1,0 +1,84 @@
+"""A send under Sync replication (Async flush) is answered by whatever releases its write: at
+once when a replica acknowledges it, SLAVE_NOT_AVAILABLE with nobody in sync,
+FLUSH_SLAVE_TIMEOUT when the acknowledgement does not come in time — once each."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconsume.broker.context import BrokerContext
+from reconsume.broker.replicas import ReplicaSet
+from reconsume.broker.settings import BrokerSettings, ReplicationMode
+from reconsume.message.address import HostAddress
+from reconsume.store import FlushMode, MessageStore, StoreSettings
+from reconsume.store.requests import PutResult
+from reconsume.wire.codes import ResponseCode
+
+from ...polling import eventually_async
+
+
+def stored(end: int) -> PutResult:
+    return PutResult(commit_log_offset=end - 100, size=100, queue_offset=0, store_timestamp_ms=0)
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> Iterator[BrokerContext]:
+    store_settings = StoreSettings(
+        commit_log_segment_bytes=1 << 20, max_message_bytes=4096, preallocate=False
+    )
+    settings = BrokerSettings(
+        store_dir=str(tmp_path),
+        store=store_settings,
+        replication=ReplicationMode.SYNC,
+        sync_flush_timeout_ms=50,
+    )
+    host = HostAddress.parse("127.0.0.1:10911")
+    with MessageStore(tmp_path, store_settings, store_host=host, background=False) as store:
+        context = BrokerContext(settings, store, host, lambda: None)
+        context.replicas = ReplicaSet(
+            log_end=lambda: 1000, sync=True, lag_max_s=2.0, accept_alone=False
+        )
+        yield context
+
+
+def test_an_acknowledged_write_is_answered_by_the_acknowledgement(context: BrokerContext) -> None:
+    async def scenario() -> None:
+        replicas = context.replicas
+        assert replicas is not None
+        replicas.seen("a", "x", 1000, 1000, now_s=0.0)  # in sync
+        answers: list[int] = []
+        assert context.answer_when_replicated(stored(1100), answers.append)
+        assert answers == []
+        replicas.seen("a", "x", 1100, 1100, now_s=0.1)
+        assert answers == [ResponseCode.SUCCESS]  # told by the acknowledgement itself
+        assert context.answer_when_replicated(stored(1050), answers.append)
+        assert answers == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]  # already there
+
+    asyncio.run(scenario())
+
+
+def test_a_write_nobody_acknowledges_is_refused_or_times_out_once(context: BrokerContext) -> None:
+    async def scenario() -> None:
+        replicas = context.replicas
+        assert replicas is not None
+        refused: list[int] = []
+        assert context.answer_when_replicated(stored(1100), refused.append)
+        assert refused == [ResponseCode.SLAVE_NOT_AVAILABLE]
+        replicas.seen("a", "x", 1000, 1000, now_s=0.0)
+        late: list[int] = []
+        assert context.answer_when_replicated(stored(1200), late.append)
+        await eventually_async(lambda: late, 5, "the 50 ms sync_flush_timeout_ms passed")
+        assert late == [ResponseCode.FLUSH_SLAVE_TIMEOUT]
+        replicas.seen("a", "x", 1200, 1200, now_s=0.1)
+        assert late == [ResponseCode.FLUSH_SLAVE_TIMEOUT]  # not answered twice
+
+    asyncio.run(scenario())
+
+
+def test_under_sync_flush_the_fsync_is_waited_for_first(context: BrokerContext) -> None:
+    context.store.settings = StoreSettings(flush_mode=FlushMode.SYNC)
+    assert not context.answer_when_replicated(stored(1100), lambda _code: None)
