@@ -23,7 +23,7 @@ from reconsume.wire.command import RemotingCommand
 from reconsume.wire.transport import Connection
 
 
-def _json_body(request: RemotingCommand, what: str) -> dict[str, Any]:
+def json_body(request: RemotingCommand, what: str) -> dict[str, Any]:
     try:
         document = json.loads(request.body)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -33,11 +33,21 @@ def _json_body(request: RemotingCommand, what: str) -> dict[str, Any]:
     return document
 
 
-def _list(document: dict[str, Any], name: str) -> list[Any]:
+def json_list(document: dict[str, Any], name: str) -> list[Any]:
     value = document.get(name) or []
     if not isinstance(value, list):
         raise InvalidArgumentError(f"{name} must be a list")
     return value
+
+
+def lock_body(request: RemotingCommand, what: str) -> tuple[str, str, list[QueueKey]]:
+    """The group, client id and queues of a LockBatchRequestBody or UnlockBatchRequestBody."""
+    document = json_body(request, what)
+    group = document.get("consumerGroup")
+    client_id = document.get("clientId")
+    if not isinstance(group, str) or not isinstance(client_id, str):
+        raise InvalidArgumentError(f"{what} needs consumerGroup and clientId")
+    return group, client_id, [QueueKey.from_dict(mq) for mq in json_list(document, "mqSet")]
 
 
 class ClientProcessor:
@@ -47,19 +57,19 @@ class ClientProcessor:
     def heartbeat(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
         """Register the client's consumer and producer groups on this connection; a consumer
         group's config and retry topic are created as RocketMQ does."""
-        document = _json_body(request, "HeartbeatData")
+        document = json_body(request, "HeartbeatData")
         client_id = str(document.get("clientID") or "")
         if not client_id:
             raise InvalidArgumentError("HeartbeatData has no clientID")
         connection.attributes["clientId"] = client_id
         now = time.monotonic()
         context = self.context
-        for data in _list(document, "consumerDataSet"):
+        for data in json_list(document, "consumerDataSet"):
             if not isinstance(data, dict):
                 raise InvalidArgumentError("consumerDataSet holds a non-object")
             group = validate_group(str(data.get("groupName") or ""))
             subscriptions: list[Subscription] = [
-                subscription_from_json(sub) for sub in _list(data, "subscriptionDataSet")
+                subscription_from_json(sub) for sub in json_list(data, "subscriptionDataSet")
             ]
             config = context.find_group(group)
             if config is not None:
@@ -72,7 +82,7 @@ class ClientProcessor:
                 consume_from_where=str(data.get("consumeFromWhere") or ""),
                 subscriptions=subscriptions,
             )
-        for data in _list(document, "producerDataSet"):
+        for data in json_list(document, "producerDataSet"):
             if not isinstance(data, dict) or not data.get("groupName"):
                 raise InvalidArgumentError("producerDataSet holds an entry without groupName")
             context.consumers.register_producer(
@@ -101,21 +111,12 @@ class ClientProcessor:
 
     def lock_batch(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
         """``LockBatchRequestBody`` in, ``LockBatchResponseBody`` (the queues now held) out."""
-        group, client_id, queues = self._lock_body(request, "LockBatchRequestBody")
+        group, client_id, queues = lock_body(request, "LockBatchRequestBody")
         held = self.context.locks.try_lock(group, queues, client_id)
         body = {"lockOKMQSet": [queue.to_dict() for queue in sorted(held)]}
         return request.respond(body=json.dumps(body).encode())
 
     def unlock_batch(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
-        group, client_id, queues = self._lock_body(request, "UnlockBatchRequestBody")
+        group, client_id, queues = lock_body(request, "UnlockBatchRequestBody")
         self.context.locks.unlock(group, queues, client_id)
         return request.respond()
-
-    @staticmethod
-    def _lock_body(request: RemotingCommand, what: str) -> tuple[str, str, list[QueueKey]]:
-        document = _json_body(request, what)
-        group = document.get("consumerGroup")
-        client_id = document.get("clientId")
-        if not isinstance(group, str) or not isinstance(client_id, str):
-            raise InvalidArgumentError(f"{what} needs consumerGroup and clientId")
-        return group, client_id, [QueueKey.from_dict(mq) for mq in _list(document, "mqSet")]
