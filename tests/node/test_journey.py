@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .node import Node
-from .support import EXAMPLES, RESTRICTED, condition, get, items, wait_for
+from .support import EXAMPLES, RESTRICTED, condition, describe, get, items, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -140,7 +140,15 @@ def test_a_cluster_that_never_comes_up_shows_why_and_is_deleted_in_the_documente
         # The documented order (docs/install.md, Uninstalling) finishes.
         started = time.monotonic()
         for kinds in ("dlj", "rcg,rtopic", "rbc"):
-            node.kubectl("-n", JOURNEY, "delete", kinds, "--all", "--timeout=60s", timeout_s=70)
+            deleted = node.kubectl(
+                "-n", JOURNEY, "delete", kinds, "--all", "--timeout=60s", timeout_s=70,
+                check=False,
+            )  # fmt: skip
+            assert deleted.returncode == 0, (
+                f"kubectl delete {kinds}: {deleted.stdout}{deleted.stderr}\n"
+                + node.kubectl("-n", JOURNEY, "get", kinds, "-o", "yaml", check=False).stdout
+                + describe(node)
+            )
         assert time.monotonic() - started < 60
         left = events(node, "ConsumerGroup", "orders-consumer", "LeftOnBrokers")
         assert left, "no LeftOnBrokers event"
