@@ -136,15 +136,15 @@ class Follower:
             )
             response = await self._invoke(address, request)
             ext = response.ext_fields
-            if int(ext.get("offset", -1)) != offset:
+            if _number(ext, "offset", -1) != offset:
                 raise ReplicationError(f"master answered for offset {ext.get('offset')}")
-            epoch = int(ext.get("epoch", 0))
+            epoch = _number(ext, "epoch", 0)
             if epoch < self.state.master_epoch:
                 raise ReplicationError(
                     f"master {address} is in epoch {epoch}; this replica has seen "
                     f"{self.state.master_epoch}"
                 )
-            self.state.master_end = int(ext.get("maxOffset", 0))
+            self.state.master_end = _number(ext, "maxOffset", 0)
             if response.body:
                 appended = store.replica.apply(offset, response.body)
                 offset = store.replica.received_offset
@@ -152,8 +152,8 @@ class Follower:
                 if store.settings.flush_mode is FlushMode.SYNC:
                     # acknowledge only what is on disk: a Sync write counts on it
                     await asyncio.wrap_future(store.durable(store.commitlog.write_offset))
-            limit = ext.get("readLimit")
-            self._on_read_limit(None if limit is None else int(limit))
+            limit = _number(ext, "readLimit", -1)
+            self._on_read_limit(None if limit < 0 else limit)
             version = ext.get("metadataVersion")
             now = time.monotonic()
             if version != self._metadata_version and (
@@ -224,6 +224,18 @@ class Follower:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ReplicationError(f"master {address}: metadata does not decode ({exc})") from exc
         self._metadata_version = str(document.get("version"))
+
+
+def _number(fields: Mapping[str, str], name: str, default: int) -> int:
+    """A numeric field of a master's answer (``default`` when absent); a garbled one ends this
+    connection with a ReplicationError, as any bad answer does, instead of the follower."""
+    value = fields.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ReplicationError(f"master answered {name}={value!r}, not a number") from None
 
 
 def apply_metadata(store: MessageStore, document: Mapping[str, Any]) -> None:
