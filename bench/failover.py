@@ -323,16 +323,23 @@ def run(
             "system": "reconsume",
             "signal": "STOP" if freeze else "KILL",
             "lease_ms": lease_ms,
-            "kills": kills,
-            "started": started,
-            "loadavg_start": load_start,
-            "loadavg_end": loadavg(),
-            "failover_s": percentiles(result["failover_s"]),
-            "per_kill_s": [round(s, 2) for s in result["failover_s"]],
-            "acked": len(result["acked"]),
+            **_measured(result, kills, started, load_start),
             "lost_per_store": lost(root, result["acked"]),
             "error": result.get("error"),
         }
+
+
+def _measured(result: dict[str, Any], kills: int, started: str, load_start: str) -> dict[str, Any]:
+    """The fields every system's rounds report the same way."""
+    return {
+        "kills": kills,
+        "started": started,
+        "loadavg_start": load_start,
+        "loadavg_end": loadavg(),
+        "failover_s": percentiles(result["failover_s"]),
+        "per_kill_s": [round(s, 2) for s in result["failover_s"]],
+        "acked": len(result["acked"]),
+    }
 
 
 def run_rocketmq(
@@ -370,13 +377,7 @@ def run_rocketmq(
             "signal": "STOP" if freeze else "KILL",
             "version": rocketmq_servers.versions()["rocketmq"],
             "controller_heartbeat_timeout_ms": heartbeat_timeout_ms,
-            "kills": kills,
-            "started": started,
-            "loadavg_start": load_start,
-            "loadavg_end": loadavg(),
-            "failover_s": percentiles(result["failover_s"]),
-            "per_kill_s": [round(s, 2) for s in result["failover_s"]],
-            "acked": len(result["acked"]),
+            **_measured(result, kills, started, load_start),
             "lost_per_store": passes[-1],
             "missing_first_look": passes[0],
             "looks": len(passes),

@@ -142,7 +142,12 @@ def _commands(result: dict[str, Any]) -> list[str]:
     ]
     for mode, conf in s["broker_conf"].items():
         lines += [f"broker.conf ({mode} flush):", "", "```properties", conf.rstrip(), "```", ""]
-    lines += ["reconsume (`bench/servers.py`):", "", "```", *s["reconsume_commands"], "```", ""]
+    return [*lines, *_reconsume_and_loadgen_commands(s)]
+
+
+def _reconsume_and_loadgen_commands(s: dict[str, Any]) -> list[str]:
+    """reconsume's commands and the load generator's, as both reports end."""
+    lines = ["reconsume (`bench/servers.py`):", "", "```", *s["reconsume_commands"], "```", ""]
     lines += [
         "The load generator, against each system in turn, one JVM per command (`NAMESRV`: that "
         "system's name server; `WARMUP_SENT`: the number of messages the warm-up sent):",
@@ -287,20 +292,7 @@ def _replicated_commands(result: dict[str, Any]) -> list[str]:
                 "```",
                 "",
             ]
-    lines += ["reconsume (`bench/servers.py`):", "", "```", *s["reconsume_commands"], "```", ""]
-    lines += [
-        "The load generator, against each system in turn, one JVM per command (`NAMESRV`: that "
-        "system's name server; `WARMUP_SENT`: the number of messages the warm-up sent):",
-        "",
-        "```",
-        f'loadgen() {{ {s["loadgen_prefix"]} "$@"; }}',
-    ]
-    for mode, cases in s["commands"].items():
-        lines.append(f"# {mode} flush")
-        for case in cases:
-            name, _, rest = case["args"].partition(" ")
-            lines.append(f"loadgen {name} --namesrv NAMESRV {rest}")
-    return [*lines, "```"]
+    return [*lines, *_reconsume_and_loadgen_commands(s)]
 
 
 def render_replication(result: dict[str, Any]) -> list[str]:

@@ -12,13 +12,12 @@ import pytest
 
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.replicas import ReplicaSet
-from reconsume.broker.settings import BrokerSettings, ReplicationMode
-from reconsume.message.address import HostAddress
-from reconsume.store import FlushMode, MessageStore, StoreSettings
+from reconsume.store import FlushMode, StoreSettings
 from reconsume.store.requests import PutResult
 from reconsume.wire.codes import ResponseCode
 
 from ...polling import eventually_async
+from ._context import sync_replicated_context
 
 
 def stored(end: int) -> PutResult:
@@ -27,18 +26,7 @@ def stored(end: int) -> PutResult:
 
 @pytest.fixture
 def context(tmp_path: Path) -> Iterator[BrokerContext]:
-    store_settings = StoreSettings(
-        commit_log_segment_bytes=1 << 20, max_message_bytes=4096, preallocate=False
-    )
-    settings = BrokerSettings(
-        store_dir=str(tmp_path),
-        store=store_settings,
-        replication=ReplicationMode.SYNC,
-        sync_flush_timeout_ms=50,
-    )
-    host = HostAddress.parse("127.0.0.1:10911")
-    with MessageStore(tmp_path, store_settings, store_host=host, background=False) as store:
-        context = BrokerContext(settings, store, host, lambda: None)
+    with sync_replicated_context(tmp_path, sync_flush_timeout_ms=50) as context:
         context.replicas = ReplicaSet(
             log_end=lambda: 1000, sync=True, lag_max_s=2.0, accept_alone=False
         )

@@ -15,27 +15,18 @@ from reconsume.broker.replica_lag import ReplicaLag, oldest_age_s, replica_lag
 from reconsume.broker.replicas import MAX_DEPARTED, ReplicaSet
 from reconsume.broker.replication_metrics import replication_metrics
 from reconsume.broker.roles import MasterRole, ReplicaRole
-from reconsume.broker.settings import BrokerSettings, ReplicationMode
+from reconsume.broker.settings import BrokerSettings
 from reconsume.engine.delays import DelayLevels
 from reconsume.errors import InvalidArgumentError
-from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore, PutRequest, StoreSettings
+
+from ._context import sync_replicated_context
 
 
 @pytest.fixture
 def context(tmp_path: Path) -> Iterator[BrokerContext]:
-    store_settings = StoreSettings(
-        commit_log_segment_bytes=1 << 20, max_message_bytes=4096, preallocate=False
-    )
-    settings = BrokerSettings(
-        store_dir=str(tmp_path),
-        store=store_settings,
-        replication=ReplicationMode.SYNC,
-        replicas=3,
-    )
-    host = HostAddress.parse("127.0.0.1:10911")
-    with MessageStore(tmp_path, store_settings, store_host=host, background=False) as store:
-        yield BrokerContext(settings, store, host, lambda: None)
+    with sync_replicated_context(tmp_path, replicas=3) as context:
+        yield context
 
 
 def samples(metrics: list[Metric]) -> dict[str, float]:
