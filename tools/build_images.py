@@ -17,7 +17,9 @@ what the machine trusts. Bases are cached in buildah's storage under their recip
 
 Everything buildah mounts is mounted in a private mount namespace that ends with this
 program, with a run directory of its own: nothing stays mounted on the machine. Storage
-(layers, the layer cache of ``--layers``) is under ~/.cache/reconsume/containers.
+(layers, the layer cache of ``--layers``) is under ~/.cache/reconsume/containers; a build of
+all three images then removes the step images of earlier builds it did not use
+(``--keep-cache`` keeps them), so the storage holds one build's cache, not one per change.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ DEFAULT_REPOSITORY = "ghcr.io/reconsume"
 DEBIAN_SUITE = "bookworm"
 LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
 IN_NAMESPACE = "RECONSUME_BUILD_IMAGES_IN_NAMESPACE"
+STEP_IMAGE = re.compile(r"^--> (?:Using cache )?([0-9a-f]{8,64})\b")
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,39 @@ class Buildah:
         subprocess.run(command, check=True)
         return ""
 
+    def stream(self, *args: str) -> set[str]:
+        """Run a ``bud``, its output passed through; the ids (or their prefixes) of the step
+        images it committed or reused from the layer cache (``--> [Using cache ]<id>``)."""
+        process = subprocess.Popen(
+            [*self.prefix, *args], stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        assert process.stdout is not None
+        used = set()
+        for line in process.stdout:
+            sys.stdout.write(line)
+            if match := STEP_IMAGE.match(line):
+                used.add(match.group(1))
+        sys.stdout.flush()
+        if (code := process.wait()) != 0:
+            raise subprocess.CalledProcessError(code, [*self.prefix, *args])
+        return used
+
+    def prune(self, keep: set[str]) -> int:
+        """Remove the untagged images not in ``keep``: the layer cache of earlier builds.
+        Each change of the sources leaves one build's step images behind (3-4 GB for the
+        three images), which nothing reuses once the sources moved on; kept, they filled the
+        disk of a machine that builds often. Layers a kept image uses stay. The number
+        removed."""
+        listed = json.loads(self("images", "--all", "--json", capture=True) or "[]")
+        stale = [
+            image["id"]
+            for image in listed
+            if not image.get("names") and not any(_same(image["id"], id_) for id_ in keep)
+        ]
+        if stale:
+            self("rmi", *stale, capture=True)
+        return len(stale)
+
     def exists(self, image: str) -> bool:
         command = [*self.prefix, "inspect", "--type", "image", image]
         return subprocess.run(command, capture_output=True).returncode == 0
@@ -109,6 +145,11 @@ class Buildah:
         return self(
             "inspect", "--type", "image", "--format", "{{.FromImageID}}", image, capture=True
         ).strip()
+
+
+def _same(one: str, other: str) -> bool:
+    """Whether two image ids, either possibly shortened, name the same image."""
+    return one.startswith(other) or other.startswith(one)
 
 
 def _debian_arch() -> str:
@@ -205,7 +246,8 @@ def debian_bases(buildah: Buildah, work: Path) -> tuple[str, str]:
     return python, jre
 
 
-def build(buildah: Buildah, image: Image, reference: str, build_args: dict[str, str]) -> None:
+def build(buildah: Buildah, image: Image, reference: str, build_args: dict[str, str]) -> set[str]:
+    """Build ``reference``; the ids of the step images it made or took from the layer cache."""
     command = [
         "bud",
         "--layers",
@@ -225,8 +267,9 @@ def build(buildah: Buildah, image: Image, reference: str, build_args: dict[str, 
     for key, value in build_args.items():
         command += ["--build-arg", f"{key}={value}"]
     started = time.monotonic()
-    buildah(*command, str(ROOT))
+    used = buildah.stream(*command, str(ROOT))
     print(f"build_images: {reference} built in {time.monotonic() - started:.0f} s", flush=True)
+    return used
 
 
 def export(
@@ -262,6 +305,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--only", action="append", choices=[image.name for image in IMAGES])
     parser.add_argument("--push", action="store_true", help="push each image to its repository")
     parser.add_argument(
+        "--keep-cache",
+        action="store_true",
+        help="keep the layer cache of earlier builds (by default, after building all three "
+        "images, untagged images this build did not use are removed)",
+    )
+    parser.add_argument(
         "--archives", type=Path, help="write docker-archive files and index.json here"
     )
     return parser.parse_args(argv)
@@ -296,11 +345,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             python, jre = debian_bases(buildah, Path(work))
             build_args |= {"PYTHON_IMAGE": python, "JRE_IMAGE": jre}
         references = []
+        used: set[str] = set()
         for image in IMAGES:
             if arguments.only and image.name not in arguments.only:
                 continue
             reference = f"{arguments.repository}/{image.name}:{tag}"
-            build(buildah, image, reference, build_args)
+            used |= build(buildah, image, reference, build_args)
             references.append(reference)
             if arguments.push:
                 buildah("push", reference, f"docker://{reference}")
@@ -312,6 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 export(buildah, reference, arguments.archives, index)
             index_file.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
         buildah("rm", "--all", capture=True)
+        if not arguments.only and not arguments.keep_cache:
+            removed = buildah.prune(used)
+            print(f"build_images: removed {removed} step image(s) of earlier builds", flush=True)
     return 0
 
 

@@ -24,6 +24,12 @@ from reconsume_operator.peering import ensure_peering
 from reconsume_operator.topology_handlers import register_topology
 
 QUEUEING_ERROR_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+WATCH_SERVER_TIMEOUT_S = 300
+"""The API server ends each watch after this long and Kopf starts the next one from the last
+resource version: without it a watch connection that stalls silently (a proxy or the server
+dropping it without a close) leaves one kind unwatched until the operator restarts."""
+WATCH_CLIENT_TIMEOUT_S = WATCH_SERVER_TIMEOUT_S + 30
+"""The operator's own bound on a watch request, for a server that does not end it in time."""
 """Kopf's delays between retries of a failing watch-event processing, in seconds (bounded
 by a minute instead of Kopf's ten)."""
 
@@ -76,6 +82,8 @@ def register(
         settings.posting.reporting_component = "reconsume-operator"
         settings.queueing.error_delays = QUEUEING_ERROR_DELAYS_S
         settings.execution.default_backoff = config.backoff_max_s
+        settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_S
+        settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT_S
         if config.metrics_port is not None:
             server, thread, port = serve_metrics(config.metrics_port)
             ctx.metrics = (server, thread)

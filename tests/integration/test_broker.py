@@ -16,6 +16,7 @@ from reconsume.message import parse_offset_msg_id
 from reconsume.message.decode import decode_record
 from reconsume.wire.codes import RequestCode, ResponseCode
 
+from ..scratch import module_dir
 from .processes import ServerProcess, start_server
 from .wire_client import BrokerClient, eventually, ok, records
 
@@ -41,12 +42,12 @@ def start_broker(namesrv: str, name: str, store: Path, *extra: str) -> ServerPro
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
-    root = tmp_path_factory.mktemp("brokers")
-    a = start_broker(namesrv.address, "broker-a", root / "a")
-    b = start_broker(namesrv.address, "broker-b", root / "b", "--no-auto-create-topic")
-    yield Cluster(namesrv, a, b)
-    assert a.stop() == 0, "".join(a.output)
-    assert b.stop() == 0, "".join(b.output)
+    with module_dir(tmp_path_factory, "brokers") as root:
+        a = start_broker(namesrv.address, "broker-a", root / "a")
+        b = start_broker(namesrv.address, "broker-b", root / "b", "--no-auto-create-topic")
+        yield Cluster(namesrv, a, b)
+        assert a.stop() == 0, "".join(a.output)
+        assert b.stop() == 0, "".join(b.output)
     assert namesrv.stop() == 0
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from reconsume.wire.codes import RequestCode, ResponseCode
 
+from ..scratch import module_dir
 from .processes import ServerProcess, start_server
 from .retry_support import total
 from .wire_client import BrokerClient, eventually, ok, records
@@ -20,13 +21,13 @@ from .wire_client import BrokerClient, eventually, ok, records
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    store = tmp_path_factory.mktemp("broker") / "store"
-    server = start_server(
-        "broker", "--listen", "127.0.0.1:0", "--store-dir", str(store),
-        "--http-listen", "127.0.0.1:0",
-    )  # fmt: skip
-    yield server
-    assert server.stop() == 0, "".join(server.output)
+    with module_dir(tmp_path_factory, "broker") as root:
+        server = start_server(
+            "broker", "--listen", "127.0.0.1:0", "--store-dir", str(root / "store"),
+            "--http-listen", "127.0.0.1:0",
+        )  # fmt: skip
+        yield server
+        assert server.stop() == 0, "".join(server.output)
 
 
 SUSPEND_MS = 60_000

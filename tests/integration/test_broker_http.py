@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconsume.wire.codes import ResponseCode
 
+from ..scratch import module_dir
 from .processes import MALFORMED_FRAMES, RECONSUME, ServerProcess, start_server
 from .wire_client import BrokerClient, eventually, ok, records
 
@@ -94,9 +95,10 @@ def raw_http(address: str, payload: bytes) -> bytes:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
-    server, address = start_broker(tmp_path_factory.mktemp("http") / "store")
-    yield server, address
-    assert server.stop() == 0, "".join(server.output)
+    with module_dir(tmp_path_factory, "http") as root:
+        server, address = start_broker(root / "store")
+        yield server, address
+        assert server.stop() == 0, "".join(server.output)
 
 
 def test_metrics_count_sends_pulls_and_queue_offsets(broker: tuple[ServerProcess, str]) -> None:

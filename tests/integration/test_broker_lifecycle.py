@@ -17,6 +17,7 @@ import pytest
 from reconsume.errors import RemotingError
 from reconsume.wire.codes import RequestCode, ResponseCode
 
+from ..scratch import module_dir
 from .processes import MALFORMED_FRAMES, RECONSUME, ServerProcess, raw_exchange, start_server
 from .wire_client import BrokerClient, eventually, ok, records
 
@@ -110,9 +111,10 @@ def test_sigkill_under_sync_flush_loses_no_acknowledged_send_nor_persisted_offse
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    server = start_server(*broker_args(tmp_path_factory.mktemp("frames") / "store"))
-    yield server
-    assert server.stop() == 0, "".join(server.output)
+    with module_dir(tmp_path_factory, "frames") as root:
+        server = start_server(*broker_args(root / "store"))
+        yield server
+        assert server.stop() == 0, "".join(server.output)
 
 
 @pytest.mark.parametrize("payload", MALFORMED_FRAMES.values(), ids=MALFORMED_FRAMES.keys())

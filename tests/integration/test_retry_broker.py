@@ -17,6 +17,7 @@ from reconsume.message.model import StoredMessage
 from reconsume.message.names import SCHEDULE_TOPIC, dead_letter_topic, retry_topic
 from reconsume.wire.codes import ResponseCode
 
+from ..scratch import module_dir
 from .cluster import Cluster
 from .processes import ServerProcess
 from .retry_support import TIMESTAMP_SLACK_S, metric, read_queue, retry_cluster, scrape
@@ -29,10 +30,12 @@ READER = "test-reader"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("retry-broker")
-    with retry_cluster(
-        root, ("broker-a",), delay_levels=DELAYS, extra=["--no-auto-create-group"]
-    ) as cluster:
+    with (
+        module_dir(tmp_path_factory, "retry-broker") as root,
+        retry_cluster(
+            root, ("broker-a",), delay_levels=DELAYS, extra=["--no-auto-create-group"]
+        ) as cluster,
+    ):
         asyncio.run(_create_group(cluster, READER))
         yield cluster.brokers["broker-a"]
 

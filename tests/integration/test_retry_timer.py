@@ -24,6 +24,7 @@ from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import TIMER_TOPIC
 from reconsume.wire.codes import ResponseCode
 
+from ..scratch import module_dir
 from .cluster import Cluster, create_topic, settled
 from .processes import ServerProcess
 from .retry_support import metric, read_queue, retry_cluster, scrape, total
@@ -118,9 +119,11 @@ def test_timer_messages_are_delivered_in_millisecond_slots_never_early(tmp_path:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("timer-broker")
     flags = ["--timer-max-delay-s", str(MAX_DELAY_S)]
-    with retry_cluster(root, ("broker-a",), delay_levels="100ms 200ms", extra=flags) as cluster:
+    with (
+        module_dir(tmp_path_factory, "timer-broker") as root,
+        retry_cluster(root, ("broker-a",), delay_levels="100ms 200ms", extra=flags) as cluster,
+    ):
         yield cluster.brokers["broker-a"]
 
 

@@ -33,6 +33,7 @@ from reconsume.topology import (
     plan,
 )
 
+from ..scratch import module_dir
 from .cluster import Cluster, start_cluster
 from .wire_client import eventually
 
@@ -41,9 +42,10 @@ CLUSTER = "test"
 
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    started = start_cluster(tmp_path_factory.mktemp("topology"))
-    yield started
-    started.kill()
+    with module_dir(tmp_path_factory, "topology") as root:
+        started = start_cluster(root)
+        yield started
+        started.kill()
 
 
 async def reconcile(admin: AdminClient, desired: Desired) -> tuple[Plan, Applied, Observed]:

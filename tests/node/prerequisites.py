@@ -5,6 +5,8 @@ elsewhere, naming the command that installs it."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from tests.k8s.conftest import find_etcd, missing
@@ -23,6 +25,22 @@ NODE_BINARIES = (
     "coredns",
     "pause",
 )
+
+
+NODE_DISK_BYTES = 12 << 30
+"""Free disk the tier needs where pytest keeps its files: the broker pods' stores (a
+preallocated 1 GiB commit-log segment each, up to seven pods at once), the images unpacked in
+containerd (about 2.5 GiB), and the kubelet's eviction threshold (1 % of the disk) on top: below
+it the node reports disk pressure and new pods stay Pending."""
+
+
+def check_disk(directory: Path) -> None:
+    free = shutil.disk_usage(directory).free
+    if free < NODE_DISK_BYTES:
+        missing(
+            f"{free / (1 << 30):.1f} GiB free on the disk of {directory}; the node tier needs "
+            f"{NODE_DISK_BYTES >> 30} GiB (brokers' stores, images, the kubelet's threshold)"
+        )
 
 
 def find_kube_bin_dir() -> Path:
@@ -55,4 +73,5 @@ def prerequisites() -> tuple[Path, Path]:
     etcd = find_etcd()
     bin_dir = find_kube_bin_dir()
     check_images(bin_dir)
+    check_disk(Path(tempfile.gettempdir()))
     return etcd, bin_dir

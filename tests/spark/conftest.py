@@ -8,13 +8,13 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..compat.conftest import missing
 from ..integration.cluster import Cluster, start_cluster
+from ..scratch import module_dir
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +49,7 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A name server and two Sync-flush brokers for the tests of one module."""
-    root: Path = tmp_path_factory.mktemp("spark-cluster")
-    started = start_cluster(root)
-    yield started
-    started.kill()
+    with module_dir(tmp_path_factory, "spark-cluster") as root:
+        started = start_cluster(root)
+        yield started
+        started.kill()
