@@ -210,6 +210,9 @@ class _Source:
     def failovers(self) -> int:
         return 0
 
+    def acl_guard(self) -> None:
+        return None
+
     def current_context(self) -> BrokerContext | None:
         return self.context
 

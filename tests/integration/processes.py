@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,14 +53,17 @@ class ServerProcess:
         self._release()
 
 
-def start_server(*args: str, timeout_s: float = 20.0) -> ServerProcess:
-    """Run ``reconsume <args>`` and wait for its "listening on" line."""
+def start_server(
+    *args: str, timeout_s: float = 20.0, env: Mapping[str, str] | None = None
+) -> ServerProcess:
+    """Run ``reconsume <args>`` (with ``env`` added to the environment) and wait for its
+    "listening on" line."""
     process = subprocess.Popen(
         [RECONSUME, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
     )
     assert process.stdout is not None
     lines: list[str] = []

@@ -133,11 +133,13 @@ BROKER_FLAGS = [
     (["--timer-max-delay-s", "60"], {"timer_max_delay_s": 60}),
     (["--http-listen", "127.0.0.1:8080"], {"http_listen": "127.0.0.1:8080"}),
     (["--register-interval-s", "2.5"], {"register_interval_s": 2.5}),
+    (["--acl-file", "/etc/acl.toml"], {"acl_file": "/etc/acl.toml"}),
 ]  # fmt: skip
 NAMESRV_FLAGS = [
     (["--listen", "127.0.0.1:0"], {"listen_host": "127.0.0.1", "listen_port": 0}),
     (["--broker-expiry-s", "1"], {"broker_expiry_s": 1.0}),
     (["--scan-interval-s", "0.1"], {"scan_interval_s": 0.1}),
+    (["--acl-file", "/etc/acl.toml"], {"acl_file": "/etc/acl.toml"}),
 ]
 
 

@@ -30,13 +30,20 @@ and :data:`SIGNATURE_ONLY_CODES` (a unit test holds the broker's handlers to tha
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import IntFlag
 
+from reconsume.access.perms import (
+    Needs,
+    Perm,
+    Rules,
+    group_resource,
+    is_group_resource,
+    topic_resource,
+)
 from reconsume.broker.clients import json_body, json_list, lock_body
 from reconsume.broker.consumers import subscription_from_json
 from reconsume.broker.send import parse_send_header
 from reconsume.errors import InvalidArgumentError
-from reconsume.message.names import RETRY_GROUP_TOPIC_PREFIX, group_of, validate_group
+from reconsume.message.names import validate_group
 from reconsume.wire.broker_headers import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerConnectionListRequestHeader,
@@ -55,35 +62,6 @@ from reconsume.wire.broker_headers import (
 )
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
-
-
-class Perm(IntFlag):
-    """RocketMQ's ``Permission`` bits. ANY is never configured: it is what a request asks for
-    when either PUB or SUB will do."""
-
-    DENY = 1
-    ANY = 2
-    PUB = 4
-    SUB = 8
-
-
-def perm_name(perm: int) -> str:
-    """``PUB``, ``SUB``, ``PUB|SUB``, ``DENY`` or ``ANY``, as the ACL file spells them."""
-    if perm & Perm.DENY:
-        return "DENY"
-    names = [name for name, bit in (("PUB", Perm.PUB), ("SUB", Perm.SUB)) if perm & bit]
-    return "|".join(names) or ("ANY" if perm & Perm.ANY else "DENY")
-
-
-def allows(have: int, need: int) -> bool:
-    """RocketMQ's ``Permission.checkPermission``: DENY refuses everything; ANY is satisfied by
-    PUB or SUB; otherwise one needed bit must be granted."""
-    if have & Perm.DENY:
-        return False
-    if need & Perm.ANY:
-        return bool(have & (Perm.PUB | Perm.SUB))
-    return bool(need & have)
-
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 """Message traces, sent by any client with tracing on; never needs a permission."""
@@ -116,24 +94,6 @@ SIGNATURE_ONLY_CODES: frozenset[int] = frozenset(
 )
 """Requests any account may make: they name no topic or group and read no message (the
 lists of topics and groups, the broker's configuration and statistics)."""
-
-
-def group_resource(group: str) -> str:
-    """A consumer group as a resource: ``%RETRY%<group>``."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def topic_resource(topic: str) -> str:
-    """A topic as a resource: the topic, or its group for a retry or dead-letter topic."""
-    group = group_of(topic)
-    return topic if group is None else group_resource(group)
-
-
-def is_group_resource(resource: str) -> bool:
-    return resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
-
-
-Needs = list[tuple[str, int]]
 
 
 def _send(request: RemotingCommand) -> Needs:
@@ -279,3 +239,7 @@ def required(request: RemotingCommand) -> Needs:
     would) when they do not parse."""
     rule = _RULES.get(request.code)
     return [] if rule is None else rule(request)
+
+
+BROKER_RULES = Rules(admin_codes=ADMIN_CODES, required=required)
+"""The broker's table, for :class:`~reconsume.access.guard.AclGuard`."""

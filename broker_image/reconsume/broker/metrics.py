@@ -20,6 +20,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from reconsume import __version__
+from reconsume.access.guard import AclGuard
+from reconsume.broker.acl_metrics import acl_metrics
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.health import Readiness
 from reconsume.broker.replication_metrics import replication_metrics
@@ -48,6 +50,9 @@ class MetricsSource(Protocol):
 
     def failovers(self) -> int:
         """Times this broker took over as master from another."""
+
+    def acl_guard(self) -> AclGuard | None:
+        """Access control, when it is on."""
 
 
 def _counter(name: str, documentation: str, labels: Sequence[str] = ()) -> CounterMetricFamily:
@@ -90,6 +95,7 @@ class BrokerCollector(Collector):
             yield from self._clients(context)
             yield from retry_metrics(context)
         yield from replication_metrics(source.current_role(), source.failovers())
+        yield from acl_metrics(source.acl_guard())
 
     def _traffic(self, context: BrokerContext) -> Iterable[CounterMetricFamily]:
         stats = context.stats

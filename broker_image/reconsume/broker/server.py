@@ -25,7 +25,9 @@ from typing import Any
 
 from prometheus_client.exposition import choose_encoder
 
+from reconsume.access.guard import AclGuard
 from reconsume.broker import health
+from reconsume.broker.acl_resources import BROKER_RULES
 from reconsume.broker.admin import AdminProcessor
 from reconsume.broker.admin_stats import AdminStatsProcessor
 from reconsume.broker.clients import ClientProcessor
@@ -131,6 +133,9 @@ class Broker:
     def failovers(self) -> int:
         return 0 if self._roles is None else self._roles.failovers()
 
+    def acl_guard(self) -> AclGuard | None:
+        return self.dispatcher.guard if isinstance(self.dispatcher.guard, AclGuard) else None
+
     def connection_count(self) -> int:
         return len(self.server.connections)
 
@@ -181,6 +186,12 @@ class Broker:
 
     async def _start_broker(self) -> str:
         settings = self.settings
+        if settings.acl_file is not None:
+            # Before the port is bound: a broker with a bad ACL file does not start, and none
+            # serves a request unchecked.
+            self.dispatcher.guard = AclGuard(
+                settings.acl_file, BROKER_RULES, f"broker {settings.broker_name}"
+            )
 
         async def bind(host: str, port: int) -> int:
             return await self.server.start(host, port, start_serving=False)
@@ -240,6 +251,8 @@ class Broker:
         await self.server.start_serving()
         self._context = context
         registrar.start()
+        if (acl := self.acl_guard()) is not None:
+            acl.start()
         roles.start_failover()
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
@@ -335,6 +348,8 @@ class Broker:
             await self._registrar.close()
             self._registrar = None
         await self.server.stop()
+        if (acl := self.acl_guard()) is not None:
+            await acl.stop()
         if self._roles is not None:
             await self._roles.stop()
         self._context = None  # scrapes from here on leave out the closing store

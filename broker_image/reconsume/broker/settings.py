@@ -117,6 +117,17 @@ class BrokerSettings:
     reported (``reconsume_broker_replicas_declared``): with it a master having no replica in
     sync is told from one that has none to have; a master also reports this many minus one
     replicas at most, those disconnected included."""
+    acl_file: str | None = field(
+        default=None,
+        metadata=flag(
+            "--acl-file",
+            "ACL file (TOML): check every request's signature and permissions against it",
+            empty="none: no access control",
+        ),
+    )
+    """Access control: accounts, permissions and whitelists (:mod:`reconsume.access.acl`),
+    read again when the file changes. Requests the broker itself sends (registrations,
+    replication) are signed with ``RECONSUME_ACCESS_KEY``/``RECONSUME_SECRET_KEY``."""
     election: str | None = field(
         default=None,
         metadata=flag(

@@ -35,6 +35,7 @@ from reconsume.wire.broker_headers import (
 )
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.headers import DeleteTopicFromNamesrvRequestHeader
+from reconsume.wire.signing import Credentials, signer_or_environment
 from reconsume.wire.transport import RemotingClient
 
 
@@ -69,9 +70,19 @@ class QueueProgress:
 
 
 class AdminClient:
-    def __init__(self, name_servers: Sequence[str], *, timeout_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        name_servers: Sequence[str],
+        *,
+        timeout_s: float = 3.0,
+        credentials: Credentials | None = None,
+    ) -> None:
+        """Administration of the brokers ``name_servers`` list.
+        ``credentials`` sign every request (servers with access control on refuse unsigned
+        ones); None: ``RECONSUME_ACCESS_KEY``/``RECONSUME_SECRET_KEY`` when set, else unsigned.
+        """
         self._name_servers = list(name_servers)
-        self._client = RemotingClient()
+        self._client = RemotingClient(signer=signer_or_environment(credentials))
         self._api = BrokerApi(self._client, timeout_s)
         self._routes = RouteCache(self._client, self._name_servers, ttl_s=1.0, timeout_s=timeout_s)
 

@@ -53,6 +53,7 @@ from reconsume.message.model import StoredMessage
 from reconsume.message.names import retry_topic, validate_group, validate_topic
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.signing import Credentials, signer_or_environment
 from reconsume.wire.transport import Connection, Dispatcher, RemotingClient
 
 log = logging.getLogger(__name__)
@@ -65,11 +66,21 @@ class PushConsumer:
     ``settings`` (see :mod:`reconsume.client.settings`)."""
 
     def __init__(
-        self, name_servers: list[str], group: str, *, settings: ConsumerSettings = DEFAULT_SETTINGS
+        self,
+        name_servers: list[str],
+        group: str,
+        *,
+        settings: ConsumerSettings = DEFAULT_SETTINGS,
+        credentials: Credentials | None = None,
     ) -> None:
+        """A consumer of ``group`` that finds brokers through ``name_servers``.
+        ``credentials`` sign every request (servers with access control on refuse unsigned
+        ones); None: ``RECONSUME_ACCESS_KEY``/``RECONSUME_SECRET_KEY`` when set, else unsigned.
+        """
         validate_group(group)
         self.group = group
         self.settings = settings
+        self._credentials = credentials
         self.instance_name = settings.instance_name or f"{os.getpid()}-{id(self):x}"
         self.client_id = client_id(self.instance_name)
         self._name_servers = list(name_servers)
@@ -145,7 +156,7 @@ class PushConsumer:
             )
         dispatcher = Dispatcher(f"consumer {self.client_id}")
         dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notified)
-        self._client = RemotingClient(dispatcher)
+        self._client = RemotingClient(dispatcher, signer=signer_or_environment(self._credentials))
         self._api = BrokerApi(self._client, settings.timeout_s)
         self._routes = RouteCache(self._client, self._name_servers, timeout_s=settings.timeout_s)
         self._locks = QueueLocks(self._api, self.group, self.client_id, self._broker_of)

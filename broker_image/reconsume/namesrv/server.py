@@ -8,8 +8,10 @@ import logging
 import time
 from typing import Any
 
+from reconsume.access.guard import AclGuard
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.configs import TopicConfig
+from reconsume.namesrv.access import NAMESRV_RULES
 from reconsume.namesrv.routes import MASTER_ID, RouteTable
 from reconsume.namesrv.settings import NamesrvSettings
 from reconsume.wire import fastjson
@@ -65,6 +67,11 @@ class NameServer:
             RequestCode.DELETE_KV_CONFIG: self._delete_kv,
         }.items():
             dispatcher.register(code, handler)
+        self.guard: AclGuard | None = None
+        if self.settings.acl_file is not None:
+            self.guard = dispatcher.guard = AclGuard(
+                self.settings.acl_file, NAMESRV_RULES, "name server"
+            )
         self.server = RemotingServer(dispatcher)
         self.server.on_disconnect.append(self._connection_closed)
         self._scanner: asyncio.Task[None] | None = None
@@ -73,12 +80,16 @@ class NameServer:
     async def start(self) -> int:
         self.port = await self.server.start(self.settings.listen_host, self.settings.listen_port)
         self._scanner = asyncio.create_task(self._scan_forever())
+        if self.guard is not None:
+            self.guard.start()
         log.info("name server listening on %s:%d", self.settings.listen_host, self.port)
         return self.port
 
     async def stop(self) -> None:
         if self._scanner is not None:
             self._scanner.cancel()
+        if self.guard is not None:
+            await self.guard.stop()
         await self.server.stop()
 
     async def _scan_forever(self) -> None:

@@ -31,6 +31,16 @@ class NamesrvSettings:
         default=10.0, metadata=flag("--scan-interval-s", "seconds between expiry scans")
     )
     """Seconds between scans for expired brokers."""
+    acl_file: str | None = field(
+        default=None,
+        metadata=flag(
+            "--acl-file",
+            "ACL file (TOML): registrations and other changes need an admin account",
+            empty="none: no access control",
+        ),
+    )
+    """Access control (:mod:`reconsume.namesrv.access`): the brokers' ACL file format, read
+    again when it changes."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:

@@ -14,8 +14,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
 
+from reconsume.errors import InvalidArgumentError
 from reconsume.wire.command import RemotingCommand
 
 ACCESS_KEY = "AccessKey"
@@ -111,3 +115,52 @@ def signature_matches(request: RemotingCommand, secret_key: str) -> bool:
     expected = expected_signature(request, secret_key)
     # Bytes, not str: compare_digest refuses a str holding anything but ASCII.
     return hmac.compare_digest(expected.encode("ascii"), received.encode("utf-8", "replace"))
+
+
+ACCESS_KEY_ENV = "RECONSUME_ACCESS_KEY"
+SECRET_KEY_ENV = "RECONSUME_SECRET_KEY"
+"""The environment variables a process's clients take their credentials from when given none
+(a pod gets them from a Secret: ``env[].valueFrom.secretKeyRef``)."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """An access key and its secret key (and a security token, when the account has one):
+    what a client signs its requests with. The secret key is in no ``repr``."""
+
+    access_key: str
+    secret_key: str = field(repr=False)
+    security_token: str | None = field(default=None, repr=False)
+
+    def sign(self, request: RemotingCommand) -> None:
+        """Sign ``request`` in place (a :data:`reconsume.wire.transport.Signer`)."""
+        sign(request, self.access_key, self.secret_key, self.security_token)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Credentials | None:
+        """Credentials from :data:`ACCESS_KEY_ENV` and :data:`SECRET_KEY_ENV`, or None when the
+        access key is unset or empty. One without the other is an error."""
+        env = os.environ if environ is None else environ
+        access_key = env.get(ACCESS_KEY_ENV, "").strip()
+        secret_key = env.get(SECRET_KEY_ENV, "").strip()
+        if not access_key and not secret_key:
+            return None
+        if not access_key or not secret_key:
+            missing = ACCESS_KEY_ENV if not access_key else SECRET_KEY_ENV
+            raise InvalidArgumentError(
+                f"{missing} is empty while the other is set: set both or neither"
+            )
+        return cls(access_key, secret_key)
+
+
+def signer_of(credentials: Credentials | None) -> Callable[[RemotingCommand], None] | None:
+    """The signer of a :class:`~reconsume.wire.transport.RemotingClient`: the credentials'
+    :meth:`Credentials.sign`, or None for unsigned requests."""
+    return None if credentials is None else credentials.sign
+
+
+def signer_or_environment(
+    credentials: Credentials | None,
+) -> Callable[[RemotingCommand], None] | Literal["environment"]:
+    """A client's ``signer`` argument: the credentials given, else those of the environment."""
+    return "environment" if credentials is None else credentials.sign

@@ -13,26 +13,34 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from reconsume.errors import FrameError, RemotingConnectError, RemotingTimeoutError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
 from reconsume.wire.frame import MAX_FRAME_BYTES, FrameReader, encode_frame
+from reconsume.wire.signing import Credentials, signer_of
 
 log = logging.getLogger(__name__)
 
 HandlerResult = RemotingCommand | None
 Handler = Callable[[RemotingCommand, "Connection"], HandlerResult | Awaitable[HandlerResult]]
 """Answers a request: a response, None (no answer, e.g. oneway), or an awaitable of either."""
+Guard = Callable[[RemotingCommand, "Connection"], RemotingCommand | None]
+"""Runs before every handler: None lets the request through, a response refuses it (access
+control, :class:`reconsume.access.guard.AclGuard`)."""
+Signer = Callable[[RemotingCommand], None]
+"""Signs a request in place just before it is written (a client's credentials)."""
 
 
 class Dispatcher:
-    """Request code → handler. Unknown codes answer REQUEST_CODE_NOT_SUPPORTED."""
+    """Request code → handler. Unknown codes answer REQUEST_CODE_NOT_SUPPORTED; a request of a
+    served code goes through ``guard`` first when there is one."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._handlers: dict[int, Handler] = {}
+        self.guard: Guard | None = None
 
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[code] = handler
@@ -59,6 +67,9 @@ class Connection(asyncio.Protocol):
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = asyncio.get_running_loop().create_future()
         self.peer = "?"
+        self.peer_host = "?"
+        """The peer's IP address without the port (an IPv4 address as such, not
+        IPv4-mapped)."""
         self.attributes: dict[str, Any] = {}
         """Per-connection state owned by the application (e.g. the client id)."""
         self._outbox: list[bytes] | None = None
@@ -71,6 +82,10 @@ class Connection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
+            host = str(peer[0])
+            if host.startswith("::ffff:") and "." in host:
+                host = host[len("::ffff:") :]
+            self.peer_host = host
             self.peer = f"{peer[0]}:{peer[1]}"
 
     def data_received(self, data: bytes) -> None:
@@ -122,6 +137,10 @@ class Connection(asyncio.Protocol):
                     f"{self._dispatcher.name}: request code {request.code} is not supported",
                 ),
             )
+            return
+        guard = self._dispatcher.guard
+        if guard is not None and (refusal := guard(request, self)) is not None:
+            self._reply(request, refusal)
             return
         try:
             result = handler(request, self)
@@ -275,9 +294,19 @@ class RemotingClient:
     """One connection per address, opened on first use and reopened after it drops."""
 
     def __init__(
-        self, dispatcher: Dispatcher | None = None, *, connect_timeout_s: float = 3.0
+        self,
+        dispatcher: Dispatcher | None = None,
+        *,
+        connect_timeout_s: float = 3.0,
+        signer: Signer | Literal["environment"] | None = "environment",
     ) -> None:
         self.dispatcher = dispatcher or Dispatcher("client")
+        if isinstance(signer, str):
+            signer = signer_of(Credentials.from_environment())
+        self.signer: Signer | None = signer
+        """Signs every request this client sends (its credentials); None: unsigned. By
+        default the credentials of the environment (``RECONSUME_ACCESS_KEY`` and
+        ``RECONSUME_SECRET_KEY``), when set: every client of a process signs with them."""
         self._connect_timeout_s = connect_timeout_s
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
@@ -328,10 +357,14 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout_s: float = 3.0
     ) -> RemotingCommand:
         connection = await self.connection(address)
+        if self.signer is not None:
+            self.signer(request)
         return await connection.invoke(request, timeout_s)
 
     async def send_oneway(self, address: str, request: RemotingCommand) -> None:
         connection = await self.connection(address)
+        if self.signer is not None:
+            self.signer(request)
         connection.send(request)
 
     async def close(self) -> None:

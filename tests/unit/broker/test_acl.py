@@ -10,15 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from reconsume.broker.acl import (
+from reconsume.access.acl import Acl, Perm, Refusal, load_acl, parse_acl
+from reconsume.broker.acl_resources import (
     ADMIN_CODES,
+    BROKER_RULES,
     RESOURCE_CODES,
     SIGNATURE_ONLY_CODES,
-    Acl,
-    Perm,
-    Refusal,
-    load_acl,
-    parse_acl,
     required,
 )
 from reconsume.broker.context import BrokerContext
@@ -29,31 +26,17 @@ from reconsume.engine.delays import DelayLevels
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.address import HostAddress
 from reconsume.store import FlushMode, MessageStore, StoreSettings
-from reconsume.wire.broker_headers import (
-    ConsumerSendMsgBackRequestHeader,
-    GetConsumerConnectionListRequestHeader,
-    GetConsumerListByGroupRequestHeader,
-    GetConsumeStatsRequestHeader,
-    GetEarliestMsgStoretimeRequestHeader,
-    GetMaxOffsetRequestHeader,
-    GetMinOffsetRequestHeader,
-    QueryConsumerOffsetRequestHeader,
-    QueryTopicConsumeByWhoRequestHeader,
-    SearchOffsetRequestHeader,
-    UnregisterClientRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
-)
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.signing import ACCESS_KEY, SIGNATURE, sign
-from tests.unit.broker.acl_requests import (
+from tests.acl_requests import (
+    ADMIN,
+    DECISIONS,
     PUB,
+    SIGNATURE_ONLY,
     SUB,
     command,
-    g,
-    header_request,
     heartbeat,
-    lock_body,
     pull,
     send_v1,
     send_v2,
@@ -82,128 +65,6 @@ def served_codes(tmp_path_factory: pytest.TempPathFactory) -> set[int]:
         codes |= set(MasterRole(context, settings, DelayLevels.parse("1s 5s")).handlers())
         codes |= set(ReplicaRole(context, "broker-x-1", None).handlers())
     return codes
-
-
-ADMIN, SIGNATURE_ONLY = "admin", "signature only"
-# Every code the broker serves, with what it needs: the (resource, permission) pairs of a
-# sample request, "admin" or "signature only". A new handler fails
-# test_every_served_code_has_a_decision until it is added here and to acl_resources.
-DECISIONS: dict[int, tuple[Callable[[], RemotingCommand], list[tuple[str, int]]] | str] = {
-    RequestCode.SEND_MESSAGE: (lambda: send_v1("orders"), [("orders", PUB)]),
-    RequestCode.SEND_MESSAGE_V2: (lambda: send_v2("orders"), [("orders", PUB)]),
-    RequestCode.SEND_BATCH_MESSAGE: (
-        lambda: send_v2("orders", RequestCode.SEND_BATCH_MESSAGE),
-        [("orders", PUB)],
-    ),
-    RequestCode.CONSUMER_SEND_MSG_BACK: (
-        header_request(
-            RequestCode.CONSUMER_SEND_MSG_BACK,
-            ConsumerSendMsgBackRequestHeader(offset=0, group="cg", delay_level=0),
-        ),
-        [(g("cg"), SUB)],
-    ),
-    RequestCode.PULL_MESSAGE: (lambda: pull("orders", "cg"), [("orders", SUB), (g("cg"), SUB)]),
-    RequestCode.QUERY_CONSUMER_OFFSET: (
-        header_request(
-            RequestCode.QUERY_CONSUMER_OFFSET,
-            QueryConsumerOffsetRequestHeader(consumer_group="cg", topic="orders", queue_id=0),
-        ),
-        [(g("cg"), SUB), ("orders", SUB)],
-    ),
-    RequestCode.UPDATE_CONSUMER_OFFSET: (
-        header_request(
-            RequestCode.UPDATE_CONSUMER_OFFSET,
-            UpdateConsumerOffsetRequestHeader(
-                consumer_group="cg", topic="orders", queue_id=0, commit_offset=5
-            ),
-        ),
-        [(g("cg"), SUB), ("orders", SUB)],
-    ),
-    RequestCode.GET_MAX_OFFSET: (
-        header_request(
-            RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic="orders", queue_id=0)
-        ),
-        [("orders", SUB)],
-    ),
-    RequestCode.GET_MIN_OFFSET: (
-        header_request(
-            RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic="%RETRY%cg", queue_id=0)
-        ),
-        [(g("cg"), SUB)],
-    ),
-    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: (
-        header_request(
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-            SearchOffsetRequestHeader(topic="orders", queue_id=0, timestamp=1),
-        ),
-        [("orders", SUB)],
-    ),
-    RequestCode.GET_EARLIEST_MSG_STORETIME: (
-        header_request(
-            RequestCode.GET_EARLIEST_MSG_STORETIME,
-            GetEarliestMsgStoretimeRequestHeader(topic="orders", queue_id=0),
-        ),
-        [("orders", SUB)],
-    ),
-    RequestCode.HEART_BEAT: (
-        lambda: heartbeat(("cg", ["orders", "%RETRY%cg"]), producers=("pg",)),
-        [(g("cg"), SUB), ("orders", SUB)],
-    ),
-    RequestCode.UNREGISTER_CLIENT: (
-        header_request(
-            RequestCode.UNREGISTER_CLIENT,
-            UnregisterClientRequestHeader(client_id="c1", producer_group="pg", consumer_group="cg"),
-        ),
-        [(g("cg"), SUB)],
-    ),
-    RequestCode.GET_CONSUMER_LIST_BY_GROUP: (
-        header_request(
-            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-            GetConsumerListByGroupRequestHeader(consumer_group="cg"),
-        ),
-        [(g("cg"), SUB)],
-    ),
-    RequestCode.LOCK_BATCH_MQ: (
-        lambda: lock_body(RequestCode.LOCK_BATCH_MQ, "cg"),
-        [(g("cg"), SUB)],
-    ),
-    RequestCode.UNLOCK_BATCH_MQ: (
-        lambda: lock_body(RequestCode.UNLOCK_BATCH_MQ, "cg"),
-        [(g("cg"), SUB)],
-    ),
-    RequestCode.GET_CONSUME_STATS: (
-        header_request(
-            RequestCode.GET_CONSUME_STATS,
-            GetConsumeStatsRequestHeader(consumer_group="cg", topic="orders"),
-        ),
-        [(g("cg"), SUB), ("orders", SUB)],
-    ),
-    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: (
-        header_request(
-            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, QueryTopicConsumeByWhoRequestHeader(topic="t")
-        ),
-        [("t", SUB)],
-    ),
-    RequestCode.GET_CONSUMER_CONNECTION_LIST: (
-        header_request(
-            RequestCode.GET_CONSUMER_CONNECTION_LIST,
-            GetConsumerConnectionListRequestHeader(consumer_group="cg"),
-        ),
-        [(g("cg"), SUB)],
-    ),
-    RequestCode.UPDATE_AND_CREATE_TOPIC: ADMIN,
-    RequestCode.DELETE_TOPIC_IN_BROKER: ADMIN,
-    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: ADMIN,
-    RequestCode.DELETE_SUBSCRIPTIONGROUP: ADMIN,
-    RequestCode.VIEW_MESSAGE_BY_ID: ADMIN,
-    RequestCode.REPLICA_HANDSHAKE: ADMIN,
-    RequestCode.REPLICATE_LOG: ADMIN,
-    RequestCode.REPLICA_METADATA: ADMIN,
-    RequestCode.GET_ALL_TOPIC_CONFIG: SIGNATURE_ONLY,
-    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: SIGNATURE_ONLY,
-    RequestCode.GET_BROKER_RUNTIME_INFO: SIGNATURE_ONLY,
-    RequestCode.GET_BROKER_CONFIG: SIGNATURE_ONLY,
-}
 
 
 def test_every_served_code_has_a_decision(served_codes: set[int]) -> None:
@@ -370,7 +231,7 @@ def test_a_secret_with_a_bad_type_is_not_shown() -> None:
 
 def test_empty_acl_refuses_unsigned_requests() -> None:
     acl = parse_acl({})
-    refusal = acl.check(send_v2("orders"), CLIENT)
+    refusal = acl.check(send_v2("orders"), CLIENT, BROKER_RULES)
     assert refusal is not None
     assert refusal.reason == "unsigned"
 
@@ -384,7 +245,7 @@ def signed(
 
 
 def refused(acl: Acl, request: RemotingCommand, peer: str = CLIENT) -> Refusal:
-    refusal = acl.check(request, peer)
+    refusal = acl.check(request, peer, BROKER_RULES)
     assert refusal is not None
     for secret in SECRETS:
         assert secret not in refusal.message
@@ -399,10 +260,15 @@ def test_unsigned_request_is_refused(acl: Acl) -> None:
 
 
 def test_global_whitelist_passes_anything(acl: Acl) -> None:
-    assert acl.check(send_v2("payroll"), "10.10.103.7") is None
-    assert acl.check(command(RequestCode.UPDATE_AND_CREATE_TOPIC), "10.10.103.7") is None
+    assert acl.check(send_v2("payroll"), "10.10.103.7", BROKER_RULES) is None
     assert (
-        acl.check(signed(send_v2("x"), "nobody-at-all", "whatever"), "::ffff:10.10.103.7") is None
+        acl.check(command(RequestCode.UPDATE_AND_CREATE_TOPIC), "10.10.103.7", BROKER_RULES) is None
+    )
+    assert (
+        acl.check(
+            signed(send_v2("x"), "nobody-at-all", "whatever"), "::ffff:10.10.103.7", BROKER_RULES
+        )
+        is None
     )
 
 
@@ -453,7 +319,7 @@ def test_right_permissions_pass(acl: Acl) -> None:
         pull("audit", "any-group"),  # the default group permission is SUB
         heartbeat(("orders-consumers", ["orders", "audit", "%RETRY%orders-consumers"])),
     ):
-        assert acl.check(signed(request, "orders-team"), CLIENT) is None
+        assert acl.check(signed(request, "orders-team"), CLIENT, BROKER_RULES) is None
 
 
 def test_wrong_permission(acl: Acl) -> None:
@@ -478,7 +344,10 @@ def test_deny_overrides_the_defaults(acl: Acl) -> None:
     assert refusal.message == (
         "account orders-team has no SUB on group billing (its group_perms entry is DENY)"
     )
-    assert acl.check(signed(pull("reports", "analytics"), "readonly-team"), CLIENT) is None
+    assert (
+        acl.check(signed(pull("reports", "analytics"), "readonly-team"), CLIENT, BROKER_RULES)
+        is None
+    )
     refusal = refused(acl, signed(pull("payroll", "analytics"), "readonly-team"))
     assert refusal.message.startswith("account readonly-team has no SUB on topic payroll")
     assert "DENY" in refusal.message
@@ -490,11 +359,14 @@ def test_every_needed_permission_is_checked(acl: Acl) -> None:
 
 
 def test_retry_topic_send_needs_sub_on_the_group(acl: Acl) -> None:
-    assert acl.check(signed(send_v2("%RETRY%orders-consumers"), "orders-team"), CLIENT) is None
+    assert (
+        acl.check(signed(send_v2("%RETRY%orders-consumers"), "orders-team"), CLIENT, BROKER_RULES)
+        is None
+    )
     refusal = refused(acl, signed(send_v1("%RETRY%billing"), "orders-team"))
     assert refusal.message.startswith("account orders-team has no SUB on group billing")
     # PUB on every topic is not enough: the retry topic is the group's.
-    assert acl.check(signed(send_v2("anything"), "producers-only"), CLIENT) is None
+    assert acl.check(signed(send_v2("anything"), "producers-only"), CLIENT, BROKER_RULES) is None
     refusal = refused(acl, signed(send_v2("%RETRY%cg"), "producers-only"))
     assert refusal.message == (
         "account producers-only has no SUB on group cg (its default_group_perm is DENY)"
@@ -502,14 +374,17 @@ def test_retry_topic_send_needs_sub_on_the_group(acl: Acl) -> None:
 
 
 def test_dead_letter_topic_is_the_group(acl: Acl) -> None:
-    assert acl.check(signed(pull("%DLQ%orders-consumers", "dlq"), "orders-team"), CLIENT) is None
+    assert (
+        acl.check(signed(pull("%DLQ%orders-consumers", "dlq"), "orders-team"), CLIENT, BROKER_RULES)
+        is None
+    )
     refusal = refused(acl, signed(pull("%DLQ%billing", "dlq"), "orders-team"))
     assert "group billing" in refusal.message
 
 
 def test_trace_topic_needs_no_permission(acl: Acl) -> None:
     request = signed(send_v2("RMQ_SYS_TRACE_TOPIC"), "orders-team")
-    assert acl.check(request, CLIENT) is None
+    assert acl.check(request, CLIENT, BROKER_RULES) is None
 
 
 def test_admin_codes_need_an_admin(acl: Acl) -> None:
@@ -520,12 +395,12 @@ def test_admin_codes_need_an_admin(acl: Acl) -> None:
         "account orders-team is not an admin: request code 17 (UPDATE_AND_CREATE_TOPIC) needs one"
     )
     request = signed(command(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "t"}), "rocketmq2")
-    assert acl.check(request, CLIENT) is None
+    assert acl.check(request, CLIENT, BROKER_RULES) is None
 
 
 def test_admin_passes_every_resource_check(acl: Acl) -> None:
     for request in (send_v2("payroll"), pull("%DLQ%billing", "billing"), heartbeat(("x", ["y"]))):
-        assert acl.check(signed(request, "rocketmq2"), CLIENT) is None
+        assert acl.check(signed(request, "rocketmq2"), CLIENT, BROKER_RULES) is None
 
 
 def test_admin_still_needs_a_signature(acl: Acl) -> None:
@@ -535,14 +410,14 @@ def test_admin_still_needs_a_signature(acl: Acl) -> None:
 
 def test_signature_only_codes(acl: Acl) -> None:
     request = signed(command(RequestCode.GET_BROKER_RUNTIME_INFO), "producers-only")
-    assert acl.check(request, CLIENT) is None
+    assert acl.check(request, CLIENT, BROKER_RULES) is None
     assert refused(acl, command(RequestCode.GET_BROKER_RUNTIME_INFO)).reason == "unsigned"
 
 
 def test_account_whitelist_skips_signature_and_permissions(acl: Acl) -> None:
     request = send_v2("payroll")
     request.ext_fields[ACCESS_KEY] = "office-team"
-    assert acl.check(request, "192.168.1.20") is None
+    assert acl.check(request, "192.168.1.20", BROKER_RULES) is None
     refusal = refused(acl, request, "192.168.2.20")
     assert refusal.reason == "bad_signature"
     refusal = refused(acl, signed(send_v2("payroll"), "office-team"), "192.168.2.20")

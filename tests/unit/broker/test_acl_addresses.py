@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconsume.broker.acl import address_matches
+from reconsume.access.acl import address_matches
 from reconsume.errors import InvalidArgumentError
 
 

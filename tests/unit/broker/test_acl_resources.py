@@ -8,13 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
-from reconsume.broker.acl import Perm, parse_perm, required
-from reconsume.broker.acl_resources import allows, perm_name
+from reconsume.access.acl import Perm, parse_perm
+from reconsume.access.perms import allows, perm_name
+from reconsume.broker.acl_resources import required
 from reconsume.errors import InvalidArgumentError
 from reconsume.wire.broker_headers import QueryMessageRequestHeader, UnregisterClientRequestHeader
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
-from tests.unit.broker.acl_requests import PUB, SUB, command, g, heartbeat, pull, send_v1, send_v2
+from tests.acl_requests import PUB, SUB, command, g, heartbeat, pull, send_v1, send_v2
 
 
 @pytest.mark.parametrize("make", [send_v1, send_v2])

@@ -39,6 +39,9 @@ class Source:
     def failovers(self) -> int:
         return 0
 
+    def acl_guard(self) -> None:
+        return None
+
 
 @pytest.fixture
 def context(tmp_path: Path) -> Iterator[BrokerContext]:

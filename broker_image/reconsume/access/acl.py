@@ -21,7 +21,8 @@ line, anything it cannot read is an error at load time naming the account and th
 A missing default permission is DENY, as in RocketMQ. Secret keys appear in no message and no
 ``repr``.
 
-What each request needs is :mod:`reconsume.broker.acl_resources`.
+What each request needs is the server's :class:`~reconsume.access.perms.Rules`: the broker's
+``reconsume.broker.acl_resources``, the name server's ``reconsume.namesrv.access``.
 """
 
 from __future__ import annotations
@@ -32,17 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconsume.broker.acl_addresses import AddressPattern, address_matches, parse_address_pattern
-from reconsume.broker.acl_resources import (
-    ADMIN_CODES,
-    RESOURCE_CODES,
-    SIGNATURE_ONLY_CODES,
-    Perm,
-    allows,
-    is_group_resource,
-    perm_name,
-    required,
-)
+from reconsume.access.addresses import AddressPattern, address_matches, parse_address_pattern
+from reconsume.access.perms import Perm, Rules, allows, is_group_resource, perm_name
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.names import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -55,9 +47,6 @@ from reconsume.wire.command import RemotingCommand
 from reconsume.wire.signing import ACCESS_KEY, signature_matches
 
 __all__ = [
-    "ADMIN_CODES",
-    "RESOURCE_CODES",
-    "SIGNATURE_ONLY_CODES",
     "Account",
     "Acl",
     "Perm",
@@ -66,7 +55,6 @@ __all__ = [
     "load_acl",
     "parse_acl",
     "parse_perm",
-    "required",
 ]
 
 KEY_MIN_LENGTH = 7
@@ -180,15 +168,18 @@ class Acl:
         object.__setattr__(self, "_global", patterns)
         object.__setattr__(self, "_whitelists", whitelists)
 
-    def check(self, request: RemotingCommand, peer_ip: str) -> Refusal | None:
+    def check(self, request: RemotingCommand, peer_ip: str, rules: Rules) -> Refusal | None:
         """None when ``request`` from ``peer_ip`` (no port) may go on, else why not. In
-        RocketMQ's order: the global whitelist (passes anything), an access key, a known
+        RocketMQ's order: the server's open codes and the global whitelist (pass anything),
+        an access key, a known
         account, the account's whitelist (passes without signature or permissions), the
         signature, the admin codes; an admin account then passes (RocketMQ 5.1.1 and later),
         others need every permission :func:`required` names.
 
         A request whose header or body does not parse is refused (``malformed``, with
         SYSTEM_ERROR as its handler would answer) rather than passed on unchecked."""
+        if request.code in rules.open_codes:
+            return None
         if any(pattern.matches(peer_ip) for pattern in self._global):
             return None
         access_key = request.ext_fields.get(ACCESS_KEY)
@@ -209,7 +200,7 @@ class Acl:
                 f"signature check failed for account {access_key}: the request was changed or "
                 "signed with another secret key",
             )
-        if request.code in ADMIN_CODES and not account.admin:
+        if request.code in rules.admin_codes and not account.admin:
             return Refusal(
                 "not_admin",
                 f"account {access_key} is not an admin: request code "
@@ -218,7 +209,7 @@ class Acl:
         if account.admin:
             return None
         try:
-            needs = required(request)
+            needs = rules.required(request)
         except InvalidArgumentError as exc:
             return Refusal(
                 "malformed",
