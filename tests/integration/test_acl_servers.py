@@ -22,15 +22,17 @@ from reconsume.message.model import Message
 from reconsume.namesrv.access import NAMESRV_ADMIN_CODES, NAMESRV_OPEN_CODES
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.credential_files import CredentialFiles
 from reconsume.wire.signing import ACCESS_KEY_ENV, SECRET_KEY_ENV, Credentials
 from reconsume.wire.transport import RemotingClient
 
 from ..acl_requests import ADMIN, DECISIONS, SIGNATURE_ONLY, command
-from ..polling import eventually
+from ..polling import eventually, eventually_async
 from ..scratch import module_dir
 from .cluster import SMALL_SEGMENTS
 from .processes import ServerProcess, start_server
-from .retry_support import http_address, metric, scrape_now
+from .retry_support import http_address, metric, read_queue, scrape_now
+from .wire_client import BrokerClient
 
 ADMIN_KEY = Credentials("cluster-admin", "admin-secret-0123456789")
 ORDERS = Credentials("orders-team", "orders-secret-0123456789")
@@ -304,3 +306,200 @@ def test_refusals_are_counted_and_logged_once_without_secrets(servers: Servers) 
     for credentials in (ADMIN_KEY, ORDERS, OUTSIDER, FORGER):
         assert credentials.secret_key not in output
     assert http_address(servers.broker)
+
+
+# ------------------------------------------------------------------ bad input
+def _raw(code: int, fields: dict[str, str]) -> RemotingCommand:
+    """A sample send with header fields set by hand (signature fields included)."""
+    request = _broker_sample(code)()
+    request.ext_fields.update(fields)
+    return request
+
+
+@pytest.mark.parametrize(
+    ("fields", "remark"),
+    [
+        ({"AccessKey": "k" * 100_000, "Signature": "x"}, "no account for access key " + "k" * 32),
+        ({"AccessKey": "\u202e\x00evil", "Signature": "x"}, "no account for access key ?"),
+        ({"AccessKey": ORDERS.access_key, "Signature": "!!! not base64 !!!"}, "signature check"),
+        ({"AccessKey": ORDERS.access_key, "Signature": "é" * 70_000}, "signature check"),
+        ({"AccessKey": ORDERS.access_key, "Signature": ""}, "signature check"),
+        ({"AccessKey": "", "Signature": "x"}, "carries no AccessKey"),
+    ],
+    ids=["huge-key", "control-chars", "not-base64", "huge-signature", "empty-signature", "no-key"],
+)
+def test_malformed_signature_fields_are_refused_and_the_broker_keeps_serving(
+    servers: Servers, fields: dict[str, str], remark: str
+) -> None:
+    async def scenario() -> tuple[RemotingCommand, RemotingCommand]:
+        raw = RemotingClient(signer=None)
+        signed = RemotingClient(signer=ORDERS.sign)
+        try:
+            refused = await raw.invoke(
+                servers.broker.address, _raw(RequestCode.SEND_MESSAGE_V2, fields), 5
+            )
+            served = await signed.invoke(
+                servers.broker.address, _broker_sample(RequestCode.SEND_MESSAGE_V2)(), 5
+            )
+            return refused, served
+        finally:
+            await raw.close()
+            await signed.close()
+
+    refused, served = asyncio.run(scenario())
+    assert refused.code == ResponseCode.NO_PERMISSION
+    assert remark in (refused.remark or "")
+    assert len(refused.remark or "") < 200  # nothing of the huge fields echoed
+    assert served.code == ResponseCode.SUCCESS, served.remark
+
+
+def test_a_flood_of_refused_requests_leaves_signed_clients_served(servers: Servers) -> None:
+    """2,000 unsigned sends pipelined on one connection while a signed client sends 200: every
+    signed send is stored, every unsigned one refused, one log line for the flood."""
+    earlier = len(servers.broker.output)
+
+    async def flood() -> list[int]:
+        client = RemotingClient(signer=None)
+        try:
+            answers = await asyncio.gather(
+                *(
+                    client.invoke(
+                        servers.broker.address, _broker_sample(RequestCode.SEND_MESSAGE_V2)(), 30
+                    )
+                    for _ in range(2_000)
+                )
+            )
+            return [answer.code for answer in answers]
+        finally:
+            await client.close()
+
+    async def signed() -> list[int]:
+        client = RemotingClient(signer=ORDERS.sign)
+        codes = []
+        try:
+            for _ in range(200):
+                request = _broker_sample(RequestCode.SEND_MESSAGE_V2)()
+                codes.append((await client.invoke(servers.broker.address, request, 30)).code)
+        finally:
+            await client.close()
+        return codes
+
+    async def both() -> tuple[list[int], list[int]]:
+        return await asyncio.gather(flood(), signed())
+
+    refused, stored = asyncio.run(both())
+    assert set(refused) == {ResponseCode.NO_PERMISSION}
+    assert stored == [ResponseCode.SUCCESS] * 200
+    # At most one line: none when an earlier test's unsigned send was logged already.
+    unsigned = [line for line in servers.broker.output[earlier:] if "carries no AccessKey" in line]
+    assert len(unsigned) <= 1, unsigned
+
+
+# ------------------------------------------------------------------ rotation under load
+def _mount(root: Path, version: str, credentials: Credentials) -> None:
+    """Credential files as a Secret volume holds them; a new version swaps ``..data``."""
+    data = root / f"..{version}"
+    data.mkdir()
+    (data / "accessKey").write_text(credentials.access_key)
+    (data / "secretKey").write_text(credentials.secret_key)
+    link = root / "..data_tmp"
+    link.symlink_to(data.name)
+    link.replace(root / "..data")
+    for name in ("accessKey", "secretKey"):
+        if not (root / name).is_symlink():
+            (root / name).symlink_to(f"..data/{name}")
+
+
+def _swap_acl(servers: Servers, text: str) -> None:
+    staged = servers.acl_file.with_suffix(".new")
+    staged.write_text(text)
+    staged.replace(servers.acl_file)
+
+
+def test_a_key_rotated_under_load_fails_no_request_and_loses_nothing(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """The rotation procedure of docs/security.md: the new key added beside the old one, the
+    client's credential files swapped (it picks the new key up by itself), the old key
+    removed; a producer sends all along, every send succeeds and every message is stored."""
+    rotated = Credentials("orders-team-2", "orders-secret-rotated-42")
+    both = ACL + (
+        f'\n[[accounts]]\naccess_key = "{rotated.access_key}"\n'
+        f'secret_key = "{rotated.secret_key}"\ntopic_perms = {{ orders = "PUB|SUB" }}\n'
+        'group_perms = { cg = "SUB" }\n'
+    )
+    only_new = both.replace(ORDERS.access_key + '"', "retired-orders-team" + '"', 1)
+    credentials_dir = tmp_path / "credentials"
+    credentials_dir.mkdir()
+    _mount(credentials_dir, "1", ORDERS)
+    files = CredentialFiles(credentials_dir, check_interval_s=0.1)
+    codes: list[int] = []
+    bodies: list[bytes] = []
+
+    async def produce(done: asyncio.Event) -> None:
+        client = RemotingClient(signer=files.sign)
+        try:
+            while not done.is_set():
+                body = f"rotation-{len(codes)}".encode()
+                request = _broker_sample(RequestCode.SEND_MESSAGE_V2)()
+                request.body = body
+                request.ext_fields["topic"] = request.ext_fields.get("topic", "orders")
+                codes.append((await client.invoke(servers.broker.address, request, 5)).code)
+                bodies.append(body)
+        finally:
+            await client.close()
+
+    async def accepted(credentials: Credentials) -> bool:
+        pull = _broker_sample(RequestCode.PULL_MESSAGE)()
+        answer = await _invoke(servers.broker.address, pull, credentials)
+        return answer.code != ResponseCode.NO_PERMISSION
+
+    async def refused(credentials: Credentials) -> bool:
+        return not await accepted(credentials)
+
+    async def rotate(done: asyncio.Event) -> None:
+        try:
+            await eventually_async(lambda: len(codes) >= 50, 10, "sends before the rotation")
+            _swap_acl(servers, both)
+            await eventually_async(lambda: accepted(rotated), 5, "the new key valid")
+            _mount(credentials_dir, "2", rotated)
+            await eventually_async(lambda: files.credentials == rotated, 5, "the new key used")
+            mark = len(codes)
+            _swap_acl(servers, only_new)
+            await eventually_async(lambda: refused(ORDERS), 5, "the old key revoked")
+            await eventually_async(lambda: len(codes) >= mark + 50, 10, "sends afterwards")
+        finally:
+            done.set()
+
+    async def run() -> None:
+        done = asyncio.Event()
+        await asyncio.gather(produce(done), rotate(done))
+
+    try:
+        asyncio.run(run())
+    finally:
+        _swap_acl(servers, ACL)
+        pull = _broker_sample(RequestCode.PULL_MESSAGE)
+        eventually(
+            lambda: _answer(servers.broker.address, pull, ORDERS) != ResponseCode.NO_PERMISSION,
+            5,
+            "the original ACL back",
+        )
+    assert codes, "nothing sent"
+    assert set(codes) == {ResponseCode.SUCCESS}, [c for c in codes if c != ResponseCode.SUCCESS]
+    assert files.reloads == 1
+    stored = asyncio.run(_stored_bodies(servers))
+    assert set(bodies) <= stored
+
+
+async def _stored_bodies(servers: Servers) -> set[bytes]:
+    client = BrokerClient()
+    client.remoting.signer = ADMIN_KEY.sign
+    try:
+        bodies: set[bytes] = set()
+        for queue_id in range(2):
+            for message in await read_queue(client, servers.broker.address, "orders", queue_id):
+                bodies.add(message.body)
+        return bodies
+    finally:
+        await client.close()

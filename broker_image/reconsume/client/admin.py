@@ -35,7 +35,7 @@ from reconsume.wire.broker_headers import (
 )
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.headers import DeleteTopicFromNamesrvRequestHeader
-from reconsume.wire.signing import Credentials, signer_or_environment
+from reconsume.wire.signing import Signing, signer_or_environment
 from reconsume.wire.transport import RemotingClient
 
 
@@ -75,11 +75,13 @@ class AdminClient:
         name_servers: Sequence[str],
         *,
         timeout_s: float = 3.0,
-        credentials: Credentials | None = None,
+        credentials: Signing | None = None,
     ) -> None:
         """Administration of the brokers ``name_servers`` list.
-        ``credentials`` sign every request (servers with access control on refuse unsigned
-        ones); None: ``RECONSUME_ACCESS_KEY``/``RECONSUME_SECRET_KEY`` when set, else unsigned.
+        ``credentials`` (``Credentials``, or ``CredentialFiles`` of a mounted Secret) sign every
+        request (servers with access control on refuse unsigned ones); None: those of the
+        environment (``RECONSUME_CREDENTIALS_DIR``, else ``RECONSUME_ACCESS_KEY`` and
+        ``RECONSUME_SECRET_KEY``) when set, else unsigned.
         """
         self._name_servers = list(name_servers)
         self._client = RemotingClient(signer=signer_or_environment(credentials))

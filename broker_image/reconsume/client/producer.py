@@ -38,7 +38,7 @@ from reconsume.wire.broker_headers import SendMessageRequestHeaderV2, SendMessag
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.errors import raise_for_response
-from reconsume.wire.signing import Credentials, signer_or_environment
+from reconsume.wire.signing import Signing, signer_or_environment
 from reconsume.wire.transport import RemotingClient
 
 _LOOPBACK_IP = b"\x7f\x00\x00\x01"
@@ -88,11 +88,13 @@ class Producer:
         send_timeout_s: float = 3.0,
         retries: int = 2,
         default_topic_queue_nums: int = 4,
-        credentials: Credentials | None = None,
+        credentials: Signing | None = None,
     ) -> None:
         """A producer of ``group`` that finds brokers through ``name_servers``.
-        ``credentials`` sign every request (servers with access control on refuse unsigned
-        ones); None: ``RECONSUME_ACCESS_KEY``/``RECONSUME_SECRET_KEY`` when set, else unsigned.
+        ``credentials`` (``Credentials``, or ``CredentialFiles`` of a mounted Secret) sign every
+        request (servers with access control on refuse unsigned ones); None: those of the
+        environment (``RECONSUME_CREDENTIALS_DIR``, else ``RECONSUME_ACCESS_KEY`` and
+        ``RECONSUME_SECRET_KEY``) when set, else unsigned.
         """
         validate_group(group)
         if retries < 0:

@@ -53,7 +53,7 @@ from reconsume.message.model import StoredMessage
 from reconsume.message.names import retry_topic, validate_group, validate_topic
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.signing import Credentials, signer_or_environment
+from reconsume.wire.signing import Signing, signer_or_environment
 from reconsume.wire.transport import Connection, Dispatcher, RemotingClient
 
 log = logging.getLogger(__name__)
@@ -71,16 +71,18 @@ class PushConsumer:
         group: str,
         *,
         settings: ConsumerSettings = DEFAULT_SETTINGS,
-        credentials: Credentials | None = None,
+        credentials: Signing | None = None,
     ) -> None:
         """A consumer of ``group`` that finds brokers through ``name_servers``.
-        ``credentials`` sign every request (servers with access control on refuse unsigned
-        ones); None: ``RECONSUME_ACCESS_KEY``/``RECONSUME_SECRET_KEY`` when set, else unsigned.
+        ``credentials`` (``Credentials``, or ``CredentialFiles`` of a mounted Secret) sign every
+        request (servers with access control on refuse unsigned ones); None: those of the
+        environment (``RECONSUME_CREDENTIALS_DIR``, else ``RECONSUME_ACCESS_KEY`` and
+        ``RECONSUME_SECRET_KEY``) when set, else unsigned.
         """
         validate_group(group)
         self.group = group
         self.settings = settings
-        self._credentials = credentials
+        self._credentials: Signing | None = credentials
         self.instance_name = settings.instance_name or f"{os.getpid()}-{id(self):x}"
         self.client_id = client_id(self.instance_name)
         self._name_servers = list(name_servers)

@@ -17,7 +17,7 @@ import hmac
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from reconsume.errors import InvalidArgumentError
 from reconsume.wire.command import RemotingCommand
@@ -153,14 +153,15 @@ class Credentials:
         return cls(access_key, secret_key)
 
 
-def signer_of(credentials: Credentials | None) -> Callable[[RemotingCommand], None] | None:
-    """The signer of a :class:`~reconsume.wire.transport.RemotingClient`: the credentials'
-    :meth:`Credentials.sign`, or None for unsigned requests."""
-    return None if credentials is None else credentials.sign
+class Signing(Protocol):
+    """What signs a client's requests: :class:`Credentials`, or
+    :class:`~reconsume.wire.credential_files.CredentialFiles` (read again when they change)."""
+
+    def sign(self, request: RemotingCommand) -> None: ...
 
 
 def signer_or_environment(
-    credentials: Credentials | None,
+    credentials: Signing | None,
 ) -> Callable[[RemotingCommand], None] | Literal["environment"]:
     """A client's ``signer`` argument: the credentials given, else those of the environment."""
     return "environment" if credentials is None else credentials.sign

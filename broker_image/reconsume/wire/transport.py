@@ -18,8 +18,8 @@ from typing import Any, Literal, cast
 from reconsume.errors import FrameError, RemotingConnectError, RemotingTimeoutError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
+from reconsume.wire.credential_files import environment_signer
 from reconsume.wire.frame import MAX_FRAME_BYTES, FrameReader, encode_frame
-from reconsume.wire.signing import Credentials, signer_of
 
 log = logging.getLogger(__name__)
 
@@ -302,11 +302,12 @@ class RemotingClient:
     ) -> None:
         self.dispatcher = dispatcher or Dispatcher("client")
         if isinstance(signer, str):
-            signer = signer_of(Credentials.from_environment())
+            signer = environment_signer()
         self.signer: Signer | None = signer
         """Signs every request this client sends (its credentials); None: unsigned. By
-        default the credentials of the environment (``RECONSUME_ACCESS_KEY`` and
-        ``RECONSUME_SECRET_KEY``), when set: every client of a process signs with them."""
+        default the credentials of the environment (the files of ``RECONSUME_CREDENTIALS_DIR``,
+        else ``RECONSUME_ACCESS_KEY`` and ``RECONSUME_SECRET_KEY``), when set: every client of
+        a process signs with them."""
         self._connect_timeout_s = connect_timeout_s
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
