@@ -61,13 +61,16 @@ class Mqadmin:
     directory: Path
     """The Maven project: ``target/lib`` holds rocketmq-tools and its dependencies, and
     ``conf/logback_tools.xml`` is the log configuration mqadmin loads from ROCKETMQ_HOME."""
+    home: Path | None = None
+    """ROCKETMQ_HOME when not ``directory``: one whose ``conf`` has ``tools.yml`` too, the
+    credentials mqadmin signs with."""
 
     def command(self, *args: str) -> list[str]:
         """``mqadmin <args>``: MQAdminStartup with the jars of ``target/lib``."""
         return [
             self.java,
             *JVM_FLAGS,
-            f"-Drocketmq.home.dir={self.directory}",  # what ROCKETMQ_HOME would say
+            f"-Drocketmq.home.dir={self.home or self.directory}",  # what ROCKETMQ_HOME would say
             # The client logs through slf4j (to stderr, by our logback config), not to files
             # under ~/logs.
             "-Drocketmq.client.logUseSlf4j=true",

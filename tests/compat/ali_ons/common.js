@@ -37,12 +37,15 @@ function finish(code) {
   process.stdout.write('', () => process.exit(code));
 }
 
-// The open-source setup: a fixed name server list (`nameSrv`) instead of the ONS HTTP address
-// lookup (`onsAddr`), and no accessKey/secretKey, so requests are not signed. ali-ons still
-// insists on an HTTP client; this one fails loudly if it were ever used.
-function commonOptions(namesrv) {
-  return {
-    nameSrv: [ namesrv ],
+// The open-source setup: a fixed name server list (`nameSrv`, from --namesrv) instead of the ONS
+// HTTP address lookup (`onsAddr`). Requests are signed with ali-ons' `accessKey`/`secretKey` when
+// --access-key and --secret-key are given, and not signed otherwise. ali-ons still insists on an
+// HTTP client; this one fails loudly if it were ever used.
+function commonOptions(args) {
+  const credentials = args['access-key'] && args['secret-key'] ?
+    { accessKey: args['access-key'], secretKey: args['secret-key'] } : {};
+  return Object.assign(credentials, {
+    nameSrv: [ args.namesrv ],
     httpclient: {
       async request(url) {
         throw new Error(`ali-ons tried an ONS HTTP name-server lookup (${url})`);
@@ -54,7 +57,7 @@ function commonOptions(namesrv) {
     rebalanceInterval: 1000,
     pollNameServerInteval: 1000,
     heartbeatBrokerInterval: 5000,
-  };
+  });
 }
 
 // Every request ali-ons makes and the answer's code, so the test can tell which parts of the

@@ -35,7 +35,7 @@ async function consume(argv) {
     finish(2);
   }, timeoutMs);
 
-  const options = Object.assign(commonOptions(args.namesrv), {
+  const options = Object.assign(commonOptions(args), {
     consumerGroup: args.group,
     instanceName: instance,
     isBroadcast: args.broadcast === 'true',

@@ -12,6 +12,9 @@
 //                          [--broadcast=true] [--max-reconsume-times=n] [--timeout-ms=60000]
 //       a push consumer that runs until a `close` line on stdin; consume.js
 //
+// Every mode signs its requests with --access-key=AK --secret-key=SK (ali-ons' accessKey and
+// secretKey) when both are given.
+//
 // Send options (messages.js): --tag=compat --prefix='ali-ons message' --concurrency=8
 // --delay-cycle=0,3,T+60000 --fail-cycle=always,1,0,return-retry --timeout-ms=60000 (roundtrip).
 //

@@ -52,7 +52,7 @@ function newMessage(opts, index) {
 }
 
 async function startProducer(args) {
-  const producer = new Producer(Object.assign(commonOptions(args.namesrv), {
+  const producer = new Producer(Object.assign(commonOptions(args), {
     producerGroup: `${args.group}-producer`,
   }));
   producer.on('error', reportError);

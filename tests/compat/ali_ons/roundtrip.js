@@ -26,7 +26,7 @@ async function roundtrip(argv) {
     finish(2);
   }, timeoutMs);
 
-  const consumer = new Consumer(Object.assign(commonOptions(args.namesrv), {
+  const consumer = new Consumer(Object.assign(commonOptions(args), {
     consumerGroup: args.group,
     // A new group reads its queues from the start (the default starts at the end); a group
     // with committed offsets resumes from them either way.

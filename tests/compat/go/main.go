@@ -7,7 +7,8 @@
 // exits 0 after a "done" event; 2 after an "error" event naming what was still missing at the
 // deadline (--timeout-ms, default 30 s); 1 after an "error" event with the failure; 3 if even
 // shutting down hangs 5 s past the deadline. The client's own log (warnings and errors) goes
-// to the file --log names, else to stderr.
+// to the file --log names, else to stderr. With --access-key and --secret-key every request is
+// signed (primitive.Credentials), for servers with access control.
 package main
 
 import (
@@ -82,6 +83,7 @@ func run(d *driver, scenario string) (err error) {
 		"send":     d.send,
 		"retry":    d.retry,
 		"failover": d.failover,
+		"sendOnce": d.sendOnce,
 	}
 	f, ok := scenarios[scenario]
 	if !ok {

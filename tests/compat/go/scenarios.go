@@ -62,16 +62,27 @@ func (d *driver) await(what string, condition func() bool) error {
 
 // ------------------------------------------------------------------ clients
 
+// credentials are --access-key and --secret-key, which sign every request of the clients
+// (primitive.Credentials); ok is false without them (unsigned requests).
+func (d *driver) credentials() (c primitive.Credentials, ok bool) {
+	c.AccessKey, c.SecretKey = d.options["access-key"], d.options["secret-key"]
+	return c, c.AccessKey != "" && c.SecretKey != ""
+}
+
 // producer is a started producer of its own client instance (group "<group>-producer").
 func (d *driver) producer() (interface {
 	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
 	Shutdown() error
 }, error) {
-	p, err := producer.NewDefaultProducer(
-		producer.WithGroupName(d.option("group")+"-producer"),
+	options := []producer.Option{
+		producer.WithGroupName(d.option("group") + "-producer"),
 		producer.WithNameServer(d.namesrv()),
-		producer.WithInstanceName("producer"+d.suffix),
-	)
+		producer.WithInstanceName("producer" + d.suffix),
+	}
+	if c, ok := d.credentials(); ok {
+		options = append(options, producer.WithCredentials(c))
+	}
+	p, err := producer.NewDefaultProducer(options...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +109,9 @@ func (d *driver) consumer(instance string, f listener, more ...consumer.Option) 
 		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	}, more...)
+	if credentials, ok := d.credentials(); ok {
+		options = append(options, consumer.WithCredentials(credentials))
+	}
 	c, err := consumer.NewPushConsumer(options...)
 	if err != nil {
 		return nil, err
@@ -319,6 +333,24 @@ func (d *driver) retry() error {
 		return err
 	}
 	return d.close(c.Shutdown, p.Shutdown)
+}
+
+// sendOnce: one sync send, printed as "sent" when it is acknowledged and as "sendFailed" (the
+// error) when it is not, as when the broker refuses the producer's account.
+func (d *driver) sendOnce() error {
+	p, err := d.producer()
+	if err != nil {
+		return err
+	}
+	body := optionOr(d.options, "prefix", "message") + " once"
+	sentAt := nowMs()
+	result, err := p.SendSync(context.Background(), d.message(body, 0))
+	if err != nil {
+		d.events.emit("sendFailed", "body", body, "error", err.Error())
+	} else {
+		d.events.emit("sent", append(sent(result, sentAt), "kind", "sync", "body", body)...)
+	}
+	return d.close(p.Shutdown)
 }
 
 // failover sends --count messages one at a time, each again (a new message) until it is

@@ -4,6 +4,8 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.exception.MQBrokerException;
@@ -23,7 +25,8 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * conditions until the driver's deadline. Every client has an RPC hook that prints each request
  * it makes or receives ("request": client, code, address) and, where the client waits for one
  * (not for one-way and asynchronous requests, pulls among them), the answer ("response": client,
- * code, answer's code and remark).
+ * code, answer's code and remark). With {@code --access-key} and {@code --secret-key} the hook
+ * first signs each request as RocketMQ's ACL clients do ({@link AclClientRPCHook}).
  */
 final class Clients {
     /** Thrown when a condition is not reached by the deadline; its message says which. */
@@ -40,12 +43,18 @@ final class Clients {
     private final Events events;
     private final String namesrv;
     private final String suffix = "-" + ProcessHandle.current().pid();
+    private final RPCHook signer;
 
     Clients(Map<String, String> options, long deadline, Events events) {
         this.options = options;
         this.deadline = deadline;
         this.namesrv = option("namesrv");
         this.events = events;
+        String accessKey = options.get("access-key");
+        String secretKey = options.get("secret-key");
+        this.signer = accessKey == null || secretKey == null
+            ? null
+            : new AclClientRPCHook(new SessionCredentials(accessKey, secretKey));
     }
 
     /** Prints each request the client named {@code client} makes or receives, and each answer
@@ -54,6 +63,9 @@ final class Clients {
         return new RPCHook() {
             @Override
             public void doBeforeRequest(String remoteAddr, RemotingCommand request) {
+                if (signer != null) {
+                    signer.doBeforeRequest(remoteAddr, request);
+                }
                 events.emit("request", "client", client, "code", request.getCode(), "remote", remoteAddr);
             }
 

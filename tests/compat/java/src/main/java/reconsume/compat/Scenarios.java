@@ -14,6 +14,8 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.MessageQueueSelector;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -60,6 +62,7 @@ final class Scenarios {
             case "retry" -> retry();
             case "orderly" -> orderly();
             case "failover" -> failover();
+            case "sendOnce" -> sendOnce();
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
         }
     }
@@ -414,6 +417,27 @@ final class Scenarios {
         }
         clients.await("every acknowledged message consumed", () -> seen.keySet().containsAll(bodies));
         close(consumer::shutdown, producer::shutdown);
+    }
+
+    /** One sync send: "sent" when it is acknowledged, "sendFailed" with the answer's code
+     * (MQClientException and MQBrokerException carry it) and the exception when it is not, as
+     * when the broker refuses the producer's account. */
+    private void sendOnce() throws Exception {
+        DefaultMQProducer producer = clients.producer(group + "-producer");
+        String body = prefix + " once";
+        long sentAt = System.currentTimeMillis();
+        try {
+            SendResult result = producer.send(new Message(topic, tag, body.getBytes(StandardCharsets.UTF_8)));
+            events.emit("sent", Events.concat(Events.sent(result, sentAt), "kind", "sync", "body", body));
+        } catch (MQClientException | MQBrokerException failure) {
+            int code = failure instanceof MQClientException client
+                ? client.getResponseCode()
+                : ((MQBrokerException) failure).getResponseCode();
+            Throwable cause = failure.getCause();
+            events.emit("sendFailed", "body", body, "responseCode", code, "error", failure.toString(),
+                "cause", cause == null ? null : cause.toString());
+        }
+        close(producer::shutdown);
     }
 
     // ------------------------------------------------------------------ helpers
