@@ -109,7 +109,7 @@ def _store_inspect(args: argparse.Namespace) -> int:
 
 
 def _namesrv(args: argparse.Namespace) -> int:
-    from reconsume.errors import InvalidArgumentError
+    from reconsume.errors import InvalidArgumentError, ReconsumeError
     from reconsume.namesrv import NameServer, NamesrvSettings
     from reconsume.runtime import run_until_signalled
 
@@ -124,7 +124,11 @@ def _namesrv(args: argparse.Namespace) -> int:
         port = await server.start()
         return f"{settings.listen_host}:{port}"
 
-    return run_until_signalled(start, server.stop, "reconsume namesrv")
+    try:
+        return run_until_signalled(start, server.stop, "reconsume namesrv")
+    except ReconsumeError as exc:  # e.g. TLS files that do not load
+        print(f"reconsume namesrv: {exc}", file=sys.stderr)
+        return 1
 
 
 def broker_settings_of(args: argparse.Namespace) -> BrokerSettings:

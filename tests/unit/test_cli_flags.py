@@ -18,6 +18,26 @@ from reconsume.errors import InvalidArgumentError
 from reconsume.flags import Flag, flagged, given_settings
 from reconsume.namesrv.settings import NamesrvSettings
 from reconsume.store.settings import FlushMode
+from reconsume.wire.tls import ClientAuth, TlsMode
+
+TLS_FILES = ["--tls-cert-file", "/tls/tls.crt", "--tls-key-file", "/tls/tls.key"]
+TLS_FLAGS = [
+    (["--tls-mode", "enforcing", *TLS_FILES],
+     {"tls_mode": TlsMode.ENFORCING, "tls_cert_file": "/tls/tls.crt",
+      "tls_key_file": "/tls/tls.key"}),
+    (["--tls-mode", "permissive", *TLS_FILES],
+     {"tls_mode": TlsMode.PERMISSIVE, "tls_cert_file": "/tls/tls.crt",
+      "tls_key_file": "/tls/tls.key"}),
+    (["--tls-cert-file", "/tls/tls.crt"], {"tls_cert_file": "/tls/tls.crt"}),
+    (["--tls-key-file", "/tls/tls.key"], {"tls_key_file": "/tls/tls.key"}),
+    (["--tls-ca-file", "/tls/ca.crt"], {"tls_ca_file": "/tls/ca.crt"}),
+    (["--tls-client-auth", "required", "--tls-ca-file", "/tls/ca.crt", "--tls-mode",
+      "enforcing", *TLS_FILES],
+     {"tls_client_auth": ClientAuth.REQUIRED, "tls_ca_file": "/tls/ca.crt",
+      "tls_mode": TlsMode.ENFORCING, "tls_cert_file": "/tls/tls.crt",
+      "tls_key_file": "/tls/tls.key"}),
+]  # fmt: skip
+"""The TLS flags, the same on both servers."""
 
 SERVERS = [pytest.param("broker", BrokerSettings), pytest.param("namesrv", NamesrvSettings)]
 
@@ -134,12 +154,14 @@ BROKER_FLAGS = [
     (["--http-listen", "127.0.0.1:8080"], {"http_listen": "127.0.0.1:8080"}),
     (["--register-interval-s", "2.5"], {"register_interval_s": 2.5}),
     (["--acl-file", "/etc/acl.toml"], {"acl_file": "/etc/acl.toml"}),
+    *TLS_FLAGS,
 ]  # fmt: skip
 NAMESRV_FLAGS = [
     (["--listen", "127.0.0.1:0"], {"listen_host": "127.0.0.1", "listen_port": 0}),
     (["--broker-expiry-s", "1"], {"broker_expiry_s": 1.0}),
     (["--scan-interval-s", "0.1"], {"scan_interval_s": 0.1}),
     (["--acl-file", "/etc/acl.toml"], {"acl_file": "/etc/acl.toml"}),
+    *TLS_FLAGS,
 ]
 
 
@@ -188,6 +210,19 @@ def test_flags_override_the_config_file_which_overrides_the_defaults(tmp_path: P
         (["--listen", "127.0.0.1:70000"], "setting listen_port: 70000 is not 0-65535"),
         (["--namesrv", "nowhere"], "setting namesrv_addresses: 'nowhere' is not host:port"),
         (["--default-queues", "0"], "setting default_topic_queue_nums: 0 is not 1-1024"),
+        (["--tls-mode", "enforcing"], "setting tls_cert_file: required with TLS mode enforcing"),
+        (
+            ["--tls-mode", "permissive", "--tls-cert-file", "c"],
+            "setting tls_key_file: required with TLS mode permissive",
+        ),
+        (
+            ["--tls-client-auth", "optional", *TLS_FILES],
+            "setting tls_client_auth: needs a TLS mode other than disabled",
+        ),
+        (
+            ["--tls-client-auth", "required", "--tls-mode", "enforcing", *TLS_FILES],
+            "setting tls_ca_file: required with client auth required",
+        ),
     ],
 )
 def test_refused_values_name_the_setting(argv: list[str], message: str) -> None:
@@ -197,7 +232,14 @@ def test_refused_values_name_the_setting(argv: list[str], message: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--flush", "Never"], ["--default-queues", "many"], ["--register-interval-s", "x"]]
+    "argv",
+    [
+        ["--flush", "Never"],
+        ["--default-queues", "many"],
+        ["--register-interval-s", "x"],
+        ["--tls-mode", "on"],
+        ["--tls-client-auth", "require"],
+    ],
 )
 def test_argparse_refuses_what_is_not_a_number_or_a_choice(
     argv: list[str], capsys: pytest.CaptureFixture[str]
@@ -206,3 +248,10 @@ def test_argparse_refuses_what_is_not_a_number_or_a_choice(
         parse("broker", "--store-dir", "s", *argv)
     assert exited.value.code == 2
     assert argv[0] in capsys.readouterr().err
+
+
+def test_the_name_server_refuses_tls_without_its_files() -> None:
+    args = parse("namesrv", "--tls-mode", "enforcing")
+    with pytest.raises(InvalidArgumentError) as refused:
+        NamesrvSettings(**given_settings(NamesrvSettings, args))
+    assert str(refused.value) == "setting tls_cert_file: required with TLS mode enforcing"

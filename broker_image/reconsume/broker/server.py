@@ -99,7 +99,7 @@ class Broker:
     ) -> None:
         self.settings = settings
         self.dispatcher = Dispatcher("broker")
-        self.server = RemotingServer(self.dispatcher)
+        self.server = RemotingServer(self.dispatcher, tls=settings.tls())
         self.address = ""
         """The advertised ``ip:port``, once started."""
         self.http_address = ""
@@ -256,7 +256,7 @@ class Broker:
         roles.start_failover()
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
-            "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush)",
+            "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush, TLS %s)",
             settings.broker_name,
             settings.cluster_name,
             settings.listen_host,
@@ -264,6 +264,7 @@ class Broker:
             self.address,
             settings.store_dir,
             settings.flush_mode,
+            settings.tls_mode,
         )
         return self.address
 

@@ -15,6 +15,7 @@ from reconsume.message.address import HostAddress
 from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 from reconsume.store.settings import FlushMode, StoreSettings
 from reconsume.wire.listen import listen_flag
+from reconsume.wire.tls import TLS_FLAGS, ClientAuth, TlsMode, TlsServerConfig
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
@@ -128,6 +129,13 @@ class BrokerSettings:
     """Access control: accounts, permissions and whitelists (:mod:`reconsume.access.acl`),
     read again when the file changes. Requests the broker itself sends (registrations,
     replication) are signed with ``RECONSUME_ACCESS_KEY``/``RECONSUME_SECRET_KEY``."""
+    tls_mode: TlsMode = field(default=TlsMode.DISABLED, metadata=TLS_FLAGS.mode)
+    tls_cert_file: str | None = field(default=None, metadata=TLS_FLAGS.cert_file)
+    tls_key_file: str | None = field(default=None, metadata=TLS_FLAGS.key_file)
+    tls_ca_file: str | None = field(default=None, metadata=TLS_FLAGS.ca_file)
+    tls_client_auth: ClientAuth = field(default=ClientAuth.NONE, metadata=TLS_FLAGS.client_auth)
+    """TLS on the remoting port (:mod:`reconsume.wire.tls`); the broker's own connections
+    (registrations, replication) use TLS when ``RECONSUME_TLS`` says so."""
     election: str | None = field(
         default=None,
         metadata=flag(
@@ -293,6 +301,8 @@ class BrokerSettings:
                 )
         if self.broker_id < 0:
             raise _invalid("broker_id", f"{self.broker_id} is negative")
+        if (tls_problem := self.tls().problem()) is not None:
+            raise _invalid(*tls_problem)
         if self.election is not None:
             if self.master_address is not None:
                 raise _invalid("master_address", "with an election the lease names the master")
@@ -347,6 +357,12 @@ class BrokerSettings:
             raise _invalid("metrics_max_queue_series", "must not be negative")
         if not isinstance(self.store, StoreSettings):
             raise _invalid("store", f"{self.store!r} is not StoreSettings")
+
+    def tls(self) -> TlsServerConfig:
+        return TlsServerConfig(
+            self.tls_mode, self.tls_cert_file, self.tls_key_file, self.tls_ca_file,
+            self.tls_client_auth,
+        )  # fmt: skip
 
     def store_settings(self) -> StoreSettings:
         """The store's settings with this broker's flush mode and offset persist interval."""

@@ -13,6 +13,7 @@ clusters when none is named), as ``mqadmin updateTopic -c`` does::
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from reconsume.wire.broker_headers import (
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.headers import DeleteTopicFromNamesrvRequestHeader
 from reconsume.wire.signing import Signing, signer_or_environment
+from reconsume.wire.tls import tls_or_environment
 from reconsume.wire.transport import RemotingClient
 
 
@@ -76,15 +78,20 @@ class AdminClient:
         *,
         timeout_s: float = 3.0,
         credentials: Signing | None = None,
+        tls: bool | ssl.SSLContext | None = None,
     ) -> None:
         """Administration of the brokers ``name_servers`` list.
         ``credentials`` (``Credentials``, or ``CredentialFiles`` of a mounted Secret) sign every
         request (servers with access control on refuse unsigned ones); None: those of the
         environment (``RECONSUME_CREDENTIALS_DIR``, else ``RECONSUME_ACCESS_KEY`` and
         ``RECONSUME_SECRET_KEY``) when set, else unsigned.
+                ``tls``: True (TLS, trusting ``RECONSUME_TLS_CA_FILE``, else the system's CAs), an
+        ``ssl.SSLContext``, False (plaintext); None: as ``RECONSUME_TLS`` says.
         """
         self._name_servers = list(name_servers)
-        self._client = RemotingClient(signer=signer_or_environment(credentials))
+        self._client = RemotingClient(
+            signer=signer_or_environment(credentials), tls=tls_or_environment(tls)
+        )
         self._api = BrokerApi(self._client, timeout_s)
         self._routes = RouteCache(self._client, self._name_servers, ttl_s=1.0, timeout_s=timeout_s)
 

@@ -16,6 +16,7 @@ as RocketMQ's ``DefaultMQProducerImpl.sendKernelImpl`` does.
 from __future__ import annotations
 
 import itertools
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.errors import raise_for_response
 from reconsume.wire.signing import Signing, signer_or_environment
+from reconsume.wire.tls import tls_or_environment
 from reconsume.wire.transport import RemotingClient
 
 _LOOPBACK_IP = b"\x7f\x00\x00\x01"
@@ -89,18 +91,23 @@ class Producer:
         retries: int = 2,
         default_topic_queue_nums: int = 4,
         credentials: Signing | None = None,
+        tls: bool | ssl.SSLContext | None = None,
     ) -> None:
         """A producer of ``group`` that finds brokers through ``name_servers``.
         ``credentials`` (``Credentials``, or ``CredentialFiles`` of a mounted Secret) sign every
         request (servers with access control on refuse unsigned ones); None: those of the
         environment (``RECONSUME_CREDENTIALS_DIR``, else ``RECONSUME_ACCESS_KEY`` and
         ``RECONSUME_SECRET_KEY``) when set, else unsigned.
+                ``tls``: True (TLS, trusting ``RECONSUME_TLS_CA_FILE``, else the system's CAs), an
+        ``ssl.SSLContext``, False (plaintext); None: as ``RECONSUME_TLS`` says.
         """
         validate_group(group)
         if retries < 0:
             raise InvalidArgumentError("retries must be >= 0")
         self.group = group
-        self._client = RemotingClient(signer=signer_or_environment(credentials))
+        self._client = RemotingClient(
+            signer=signer_or_environment(credentials), tls=tls_or_environment(tls)
+        )
         self._routes = RouteCache(self._client, name_servers, timeout_s=send_timeout_s)
         self._timeout_s = send_timeout_s
         self._retries = retries

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import ssl
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,6 +55,7 @@ from reconsume.message.names import retry_topic, validate_group, validate_topic
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.signing import Signing, signer_or_environment
+from reconsume.wire.tls import tls_or_environment
 from reconsume.wire.transport import Connection, Dispatcher, RemotingClient
 
 log = logging.getLogger(__name__)
@@ -72,17 +74,21 @@ class PushConsumer:
         *,
         settings: ConsumerSettings = DEFAULT_SETTINGS,
         credentials: Signing | None = None,
+        tls: bool | ssl.SSLContext | None = None,
     ) -> None:
         """A consumer of ``group`` that finds brokers through ``name_servers``.
         ``credentials`` (``Credentials``, or ``CredentialFiles`` of a mounted Secret) sign every
         request (servers with access control on refuse unsigned ones); None: those of the
         environment (``RECONSUME_CREDENTIALS_DIR``, else ``RECONSUME_ACCESS_KEY`` and
         ``RECONSUME_SECRET_KEY``) when set, else unsigned.
+                ``tls``: True (TLS, trusting ``RECONSUME_TLS_CA_FILE``, else the system's CAs), an
+        ``ssl.SSLContext``, False (plaintext); None: as ``RECONSUME_TLS`` says.
         """
         validate_group(group)
         self.group = group
         self.settings = settings
         self._credentials: Signing | None = credentials
+        self._tls = tls_or_environment(tls)
         self.instance_name = settings.instance_name or f"{os.getpid()}-{id(self):x}"
         self.client_id = client_id(self.instance_name)
         self._name_servers = list(name_servers)
@@ -158,7 +164,9 @@ class PushConsumer:
             )
         dispatcher = Dispatcher(f"consumer {self.client_id}")
         dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notified)
-        self._client = RemotingClient(dispatcher, signer=signer_or_environment(self._credentials))
+        self._client = RemotingClient(
+            dispatcher, signer=signer_or_environment(self._credentials), tls=self._tls
+        )
         self._api = BrokerApi(self._client, settings.timeout_s)
         self._routes = RouteCache(self._client, self._name_servers, timeout_s=settings.timeout_s)
         self._locks = QueueLocks(self._api, self.group, self.client_id, self._broker_of)

@@ -72,7 +72,7 @@ class NameServer:
             self.guard = dispatcher.guard = AclGuard(
                 self.settings.acl_file, NAMESRV_RULES, "name server"
             )
-        self.server = RemotingServer(dispatcher)
+        self.server = RemotingServer(dispatcher, tls=self.settings.tls())
         self.server.on_disconnect.append(self._connection_closed)
         self._scanner: asyncio.Task[None] | None = None
         self.port = 0
@@ -82,7 +82,12 @@ class NameServer:
         self._scanner = asyncio.create_task(self._scan_forever())
         if self.guard is not None:
             self.guard.start()
-        log.info("name server listening on %s:%d", self.settings.listen_host, self.port)
+        log.info(
+            "name server listening on %s:%d (TLS %s)",
+            self.settings.listen_host,
+            self.port,
+            self.settings.tls_mode,
+        )
         return self.port
 
     async def stop(self) -> None:

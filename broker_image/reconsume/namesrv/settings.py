@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from reconsume.errors import InvalidArgumentError
 from reconsume.flags import flag
 from reconsume.wire.listen import listen_flag
+from reconsume.wire.tls import TLS_FLAGS, ClientAuth, TlsMode, TlsServerConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,12 @@ class NamesrvSettings:
     )
     """Access control (:mod:`reconsume.namesrv.access`): the brokers' ACL file format, read
     again when it changes."""
+    tls_mode: TlsMode = field(default=TlsMode.DISABLED, metadata=TLS_FLAGS.mode)
+    tls_cert_file: str | None = field(default=None, metadata=TLS_FLAGS.cert_file)
+    tls_key_file: str | None = field(default=None, metadata=TLS_FLAGS.key_file)
+    tls_ca_file: str | None = field(default=None, metadata=TLS_FLAGS.ca_file)
+    tls_client_auth: ClientAuth = field(default=ClientAuth.NONE, metadata=TLS_FLAGS.client_auth)
+    """TLS on the port (:mod:`reconsume.wire.tls`)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -49,3 +56,12 @@ class NamesrvSettings:
             raise InvalidArgumentError("broker expiry must be positive seconds")
         if self.scan_interval_s <= 0:
             raise InvalidArgumentError("scan interval must be positive seconds")
+        if (tls_problem := self.tls().problem()) is not None:
+            setting, problem = tls_problem
+            raise InvalidArgumentError(f"setting {setting}: {problem}")
+
+    def tls(self) -> TlsServerConfig:
+        return TlsServerConfig(
+            self.tls_mode, self.tls_cert_file, self.tls_key_file, self.tls_ca_file,
+            self.tls_client_auth,
+        )  # fmt: skip

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, cast
 
@@ -20,6 +21,8 @@ from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
 from reconsume.wire.credential_files import environment_signer
 from reconsume.wire.frame import MAX_FRAME_BYTES, FrameReader, encode_frame
+from reconsume.wire.tls import ClientTls, TlsServerConfig, tls_from_environment
+from reconsume.wire.tls_server import TlsListener
 
 log = logging.getLogger(__name__)
 
@@ -242,12 +245,23 @@ def _code_name(code: int) -> str:
 
 
 class RemotingServer:
-    """Accepts connections and answers their requests through one dispatcher."""
+    """Accepts connections and answers their requests through one dispatcher; with ``tls``
+    in a mode other than disabled, over TLS (:mod:`reconsume.wire.tls_server`)."""
 
-    def __init__(self, dispatcher: Dispatcher, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        tls: TlsServerConfig | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
         self._max_frame_bytes = max_frame_bytes
         self._server: asyncio.Server | None = None
+        self.tls: TlsListener | None = None
+        """Accepts instead of an asyncio server when TLS is on (its counters)."""
+        if tls is not None and tls.enabled:
+            self.tls = TlsListener(tls, self._new_connection, dispatcher.name)
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
 
@@ -255,6 +269,8 @@ class RemotingServer:
         """Listen on ``host:port`` (port 0 picks one); returns the port. With
         ``start_serving=False`` the port is bound but connections wait in the backlog until
         :meth:`start_serving`."""
+        if self.tls is not None:
+            return self.tls.start(host, port, start_serving=start_serving)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             self._new_connection, host, port, reuse_address=True, start_serving=start_serving
@@ -262,6 +278,8 @@ class RemotingServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start_serving(self) -> None:
+        if self.tls is not None:
+            self.tls.start_serving()
         if self._server is not None:
             await self._server.start_serving()
 
@@ -278,12 +296,16 @@ class RemotingServer:
             callback(connection)
 
     def stop_accepting(self) -> None:
+        if self.tls is not None:
+            self.tls.close()
         if self._server is not None:
             self._server.close()
 
     async def stop(self) -> None:
         """Stop accepting and close every connection."""
         self.stop_accepting()
+        if self.tls is not None:  # connections in their handshake first
+            await self.tls.wait_closed()
         for connection in list(self.connections):
             await connection.aclose()
         if self._server is not None:
@@ -299,6 +321,7 @@ class RemotingClient:
         *,
         connect_timeout_s: float = 3.0,
         signer: Signer | Literal["environment"] | None = "environment",
+        tls: ClientTls = "environment",
     ) -> None:
         self.dispatcher = dispatcher or Dispatcher("client")
         if isinstance(signer, str):
@@ -308,6 +331,9 @@ class RemotingClient:
         default the credentials of the environment (the files of ``RECONSUME_CREDENTIALS_DIR``,
         else ``RECONSUME_ACCESS_KEY`` and ``RECONSUME_SECRET_KEY``), when set: every client of
         a process signs with them."""
+        self.tls: ssl.SSLContext | None = tls_from_environment() if isinstance(tls, str) else tls
+        """The context connections are opened with; None: plaintext. By default what
+        ``RECONSUME_TLS`` and its files say (:func:`reconsume.wire.tls.tls_from_environment`)."""
         self._connect_timeout_s = connect_timeout_s
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
@@ -344,7 +370,7 @@ class RemotingClient:
         try:
             _transport, connection = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: Connection(self.dispatcher), host.strip("[]"), int(port)
+                    lambda: Connection(self.dispatcher), host.strip("[]"), int(port), ssl=self.tls
                 ),
                 self._connect_timeout_s,
             )
