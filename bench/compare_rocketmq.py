@@ -36,6 +36,10 @@ modes, lateness not at all. The JSON goes to ``compare_rocketmq_replication.json
 section of bench/RESULTS.md to ``compare_rocketmq_replication.md`` beside it:
 
     python -m bench.compare_rocketmq --replication --out bench/out   # ~10 min
+
+With ``--acl``: access control off and on for each system, reconsume against Apache RocketMQ
+5.3.2 with ``aclEnable=true`` (``bench.compare_acl``; ``compare_rocketmq_acl.json`` and
+``.md``, ``bench.acl_report``).
 """
 
 from __future__ import annotations
@@ -384,6 +388,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a master and one Sync replica per system instead of one broker",
     )
     parser.add_argument(
+        "--acl",
+        action="store_true",
+        help="access control off and on per system (bench.compare_acl): produce and consume, "
+        "Async flush, Apache RocketMQ 5.3.2 with aclEnable",
+    )
+    parser.add_argument(
         "--flush-modes", help="comma-separated subset of Async,Sync (default: both; quick: Async)"
     )
     parser.add_argument(
@@ -404,16 +414,25 @@ def main(argv: list[str] | None = None) -> int:
     flush_modes = None if args.flush_modes is None else args.flush_modes.split(",")
     if flush_modes is not None and not set(flush_modes) <= {"Async", "Sync"}:
         parser.error(f"unknown flush modes in {args.flush_modes!r}")
-    file = args.file or (REPLICATION_FILE if args.replication else FILE)
+    if args.acl and (args.replication or flush_modes or args.replica_flush):
+        parser.error("--acl runs one broker per system under Async flush")
+    from bench import acl_report, compare_acl  # they import this module
+
+    file = args.file or (
+        compare_acl.FILE if args.acl else REPLICATION_FILE if args.replication else FILE
+    )
     # Absolute: the Java servers run in their own directories and read their paths from there.
     data_root: Path = (args.data_dir or args.out / "data").resolve()
     command = shlex.join(getattr(sys, "orig_argv", [sys.executable, *sys.argv]))
     started_at, load_start = time.strftime("%Y-%m-%d %H:%M:%S %z"), loadavg()
     started = time.perf_counter()
-    document = run(
-        data_root, args.quick, systems=systems, replication=args.replication,
-        flush_modes=flush_modes, replica_flush=args.replica_flush,
-    )  # fmt: skip
+    if args.acl:
+        document = compare_acl.run(data_root, args.quick, systems=systems)
+    else:
+        document = run(
+            data_root, args.quick, systems=systems, replication=args.replication,
+            flush_modes=flush_modes, replica_flush=args.replica_flush,
+        )  # fmt: skip
     document["machine"] = machine_info(data_root)
     document["wall_seconds"] = time.perf_counter() - started
     document["command"] = command
@@ -422,7 +441,11 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out / f"{file}.json", document)
     if args.replication:
         (args.out / f"{file}.md").write_text("\n".join(render_replication(document)) + "\n")
-    print("\n".join(_iter_rows(document)))
+    if args.acl:
+        (args.out / f"{file}.md").write_text("\n".join(acl_report.render_acl(document)) + "\n")
+        print("\n".join(acl_report.figures(document) if "runs" in document else []))
+    else:
+        print("\n".join(_iter_rows(document)))
     return 0
 
 

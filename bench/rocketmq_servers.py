@@ -34,6 +34,8 @@ from bench.servers import Running, Server
 
 JAVA_DIR = BENCH_DIR / "java"
 SERVER_LIB = JAVA_DIR / "servers" / "target" / "lib"
+SERVER_ACL_LIB = JAVA_DIR / "servers-acl" / "target" / "lib"
+"""The 5.3.2 broker: the last release with ACL 1.0 (``aclEnable``), for ``bench.compare_acl``."""
 LOADGEN_JAR = JAVA_DIR / "loadgen" / "target" / "loadgen.jar"
 LOADGEN_LIB = JAVA_DIR / "loadgen" / "target" / "lib"
 BUILT_STAMP = JAVA_DIR / "loadgen" / "target" / ".built"
@@ -75,7 +77,9 @@ def _newest_source_mtime() -> float:
 
 def is_built() -> bool:
     """The jars exist and are newer than every pom and Java source of ``bench/java``."""
-    if not (BUILT_STAMP.exists() and LOADGEN_JAR.exists() and SERVER_LIB.is_dir()):
+    if not (BUILT_STAMP.exists() and LOADGEN_JAR.exists()):
+        return False
+    if not (SERVER_LIB.is_dir() and SERVER_ACL_LIB.is_dir()):
         return False
     return BUILT_STAMP.stat().st_mtime >= _newest_source_mtime()
 
@@ -106,11 +110,12 @@ def _jar_version(lib: Path, artifact: str) -> str:
     return "?"
 
 
-def versions() -> dict[str, str]:
-    """Versions of the RocketMQ servers, of the client and of Java (from the built jars)."""
+def versions(lib: Path = SERVER_LIB) -> dict[str, str]:
+    """Versions of the RocketMQ servers (those of ``lib``), of the client and of Java (from the
+    built jars)."""
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
     return {
-        "rocketmq": _jar_version(SERVER_LIB, "rocketmq-broker"),
+        "rocketmq": _jar_version(lib, "rocketmq-broker"),
         "client": _jar_version(LOADGEN_LIB, "rocketmq-client"),
         "java": java.stderr.strip().splitlines()[0] if java.stderr.strip() else "?",
         "java_runtime": " ".join(java.stderr.strip().splitlines()[1:2]),
@@ -237,12 +242,19 @@ def replicated_broker_confs(
 
 
 def _start_java(
-    jvm: tuple[str, ...], home: Path, main: str, conf: Path, address: str, timeout_s: float = 120.0
+    jvm: tuple[str, ...],
+    home: Path,
+    main: str,
+    conf: Path,
+    address: str,
+    timeout_s: float = 120.0,
+    lib: Path = SERVER_LIB,
 ) -> Server:
-    """Start ``java <jvm> <main> -c <conf>`` and wait for its "boot success" line."""
+    """Start ``java <jvm> <main> -c <conf>`` (the jars of ``lib``) and wait for its "boot
+    success" line."""
     command = [
         "java", *jvm, f"-Drocketmq.home.dir={home}", f"-Duser.home={home}",
-        "-cp", f"{SERVER_LIB}/*", main, "-c", str(conf),
+        "-cp", f"{lib}/*", main, "-c", str(conf),
     ]  # fmt: skip
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=home
@@ -387,15 +399,16 @@ def start_controller(home: Path, port: int) -> Server:
     return _start_java(CONTROLLER_JVM, home, CONTROLLER_MAIN, conf, f"127.0.0.1:{port}")
 
 
-def start_broker(home: Path, conf: Path, port: int) -> Server:
-    """A broker (``BrokerStartup -c conf``, ``BROKER_JVM``) with ``home`` as its user.home."""
-    return _start_java(BROKER_JVM, home, BROKER_MAIN, conf, f"127.0.0.1:{port}")
+def start_broker(home: Path, conf: Path, port: int, lib: Path = SERVER_LIB) -> Server:
+    """A broker (``BrokerStartup -c conf``, ``BROKER_JVM``) with ``home`` as its user.home and
+    rocketmq.home.dir, from the jars of ``lib``."""
+    return _start_java(BROKER_JVM, home, BROKER_MAIN, conf, f"127.0.0.1:{port}", lib=lib)
 
 
-def start_namesrv(home: Path, port: int) -> Server:
+def start_namesrv(home: Path, port: int, lib: Path = SERVER_LIB) -> Server:
     conf = home / "namesrv.conf"
     conf.write_text(f"listenPort={port}\nbindAddress=127.0.0.1\n")
-    return _start_java(NAMESRV_JVM, home, NAMESRV_MAIN, conf, f"127.0.0.1:{port}")
+    return _start_java(NAMESRV_JVM, home, NAMESRV_MAIN, conf, f"127.0.0.1:{port}", lib=lib)
 
 
 def admin_command(*args: str) -> list[str]:

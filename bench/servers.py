@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,14 +56,17 @@ class Server:
             self.process.wait()
 
 
-def start_server(*args: str, timeout_s: float = 30.0) -> Server:
-    """Run ``reconsume <args>`` and wait for its "listening on" line."""
+def start_server(
+    *args: str, timeout_s: float = 30.0, env: Mapping[str, str] | None = None
+) -> Server:
+    """Run ``reconsume <args>`` (``env`` added to the environment) and wait for its "listening
+    on" line."""
     process = subprocess.Popen(
         [RECONSUME, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     lines: list[str] = []
     found: list[str] = []
@@ -88,17 +91,25 @@ def start_server(*args: str, timeout_s: float = 30.0) -> Server:
     return Server(process, found[0], lines)
 
 
-def start_namesrv() -> Server:
-    """``reconsume namesrv`` on a free port of 127.0.0.1."""
-    return start_server("namesrv", "--listen", "127.0.0.1:0")
+def start_namesrv(*args: str) -> Server:
+    """``reconsume namesrv`` on a free port of 127.0.0.1, ``args`` its other flags."""
+    return start_server("namesrv", "--listen", "127.0.0.1:0", *args)
 
 
-def start_broker(namesrv: str, store: Path, config: Path, name: str, *args: str) -> Server:
+def start_broker(
+    namesrv: str,
+    store: Path,
+    config: Path,
+    name: str,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+) -> Server:
     """``reconsume broker`` named ``name`` on a free port of 127.0.0.1, registering with
-    ``namesrv``, its store in ``store``, its settings file ``config``, ``args`` its other flags."""
+    ``namesrv``, its store in ``store``, its settings file ``config``, ``args`` its other flags,
+    ``env`` added to its environment."""
     return start_server(
         "broker", "--listen", "127.0.0.1:0", "--namesrv", namesrv, "--store-dir", str(store),
-        "--broker-name", name, "--config", str(config), *args,
+        "--broker-name", name, "--config", str(config), *args, env=env,
     )  # fmt: skip
 
 
@@ -122,18 +133,24 @@ class Running:
 
 @contextmanager
 def servers(
-    data_root: Path, flush_mode: str, *broker_args: str, name: str = "client"
+    data_root: Path,
+    flush_mode: str,
+    *broker_args: str,
+    name: str = "client",
+    namesrv_args: tuple[str, ...] = (),
+    broker_env: Mapping[str, str] | None = None,
 ) -> Iterator[Running]:
-    """A name server and one broker (``--flush flush_mode`` and ``broker_args``) with a fresh
-    store under ``data_root/<name>-<flush mode>``."""
+    """A name server (``namesrv_args``) and one broker (``--flush flush_mode`` and
+    ``broker_args``, ``broker_env`` added to its environment) with a fresh store under
+    ``data_root/<name>-<flush mode>``."""
     with ExitStack() as stack:
         directory = stack.enter_context(data_dir(data_root, f"{name}-{flush_mode.lower()}"))
         config = small_segments_config(directory)
-        namesrv = start_namesrv()
+        namesrv = start_namesrv(*namesrv_args)
         stack.callback(namesrv.stop)
         broker = start_broker(
             namesrv.address, directory / "store", config, BROKER_NAME,
-            "--cluster", "bench", "--flush", flush_mode, *broker_args,
+            "--cluster", "bench", "--flush", flush_mode, *broker_args, env=broker_env,
         )  # fmt: skip
         stack.callback(broker.stop)
         yield Running(namesrv.address, broker, flush_mode, directory / "store")

@@ -11,9 +11,12 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -29,6 +32,7 @@ import org.apache.rocketmq.common.protocol.body.ClusterInfo;
 import org.apache.rocketmq.common.protocol.route.BrokerData;
 import org.apache.rocketmq.common.protocol.route.QueueData;
 import org.apache.rocketmq.common.protocol.route.TopicRouteData;
+import org.apache.rocketmq.remoting.RPCHook;
 
 /**
  * The load generator of bench/compare_rocketmq.py: Apache RocketMQ's 4.9.8 client against one
@@ -49,6 +53,10 @@ import org.apache.rocketmq.common.protocol.route.TopicRouteData;
  * LoadGen lateness --namesrv A --topic T --group G --seconds 10 --rate 500
  *                  --levels "1s 2s 1s 3s 4s 5s" --max-level 6 --timer-min-ms 1000 --timer-max-ms 5000
  * </pre>
+ *
+ * With {@code --access-key K --secret-key S} every producer and consumer of the command signs
+ * its requests (Apache RocketMQ's ACL 1.0 signature, {@code AclClientRPCHook}); without them
+ * nothing is signed.
  *
  * Producers and consumers talk to the broker's one listening port (no VIP channel).
  */
@@ -107,8 +115,17 @@ public final class LoadGen {
 
     // ------------------------------------------------------------------ clients
 
+    /** The signing hook of {@code --access-key}/{@code --secret-key}, or null (unsigned). */
+    private static RPCHook rpcHook(Options options) {
+        String accessKey = options.string("access-key", "");
+        if (accessKey.isEmpty()) {
+            return null;
+        }
+        return new AclClientRPCHook(new SessionCredentials(accessKey, options.string("secret-key", null)));
+    }
+
     private static DefaultMQProducer producer(Options options, String group) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer(group);
+        DefaultMQProducer producer = new DefaultMQProducer(group, rpcHook(options));
         producer.setNamesrvAddr(options.string("namesrv", null));
         producer.setVipChannelEnabled(false);
         producer.setInstanceName(group + "-" + ProcessHandle.current().pid());
@@ -119,7 +136,8 @@ public final class LoadGen {
 
     private static DefaultMQPushConsumer consumer(Options options, String group, String topic)
         throws Exception {
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer consumer =
+            new DefaultMQPushConsumer(group, rpcHook(options), new AllocateMessageQueueAveragely());
         consumer.setNamesrvAddr(options.string("namesrv", null));
         consumer.setVipChannelEnabled(false);
         consumer.setInstanceName(group + "-" + ProcessHandle.current().pid());
