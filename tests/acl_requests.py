@@ -102,9 +102,11 @@ DECISIONS: dict[int, tuple[Callable[[], RemotingCommand], list[tuple[str, int]]]
     RequestCode.CONSUMER_SEND_MSG_BACK: (
         header_request(
             RequestCode.CONSUMER_SEND_MSG_BACK,
-            ConsumerSendMsgBackRequestHeader(offset=0, group="cg", delay_level=0),
+            ConsumerSendMsgBackRequestHeader(
+                offset=0, group="cg", delay_level=0, origin_topic="orders"
+            ),
         ),
-        [(g("cg"), SUB)],
+        [(g("cg"), SUB), ("orders", SUB)],
     ),
     RequestCode.PULL_MESSAGE: (lambda: pull("orders", "cg"), [("orders", SUB), (g("cg"), SUB)]),
     RequestCode.QUERY_CONSUMER_OFFSET: (

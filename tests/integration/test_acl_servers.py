@@ -18,6 +18,7 @@ from reconsume.broker.acl_resources import ADMIN_CODES, SIGNATURE_ONLY_CODES
 from reconsume.client.admin import AdminClient
 from reconsume.client.producer import Producer
 from reconsume.errors import RemotingError
+from reconsume.message.ids import parse_offset_msg_id
 from reconsume.message.model import Message
 from reconsume.namesrv.access import NAMESRV_ADMIN_CODES, NAMESRV_OPEN_CODES
 from reconsume.wire.codes import RequestCode, ResponseCode
@@ -503,3 +504,41 @@ async def _stored_bodies(servers: Servers) -> set[bytes]:
         return bodies
     finally:
         await client.close()
+
+
+# ------------------------------------------------------------------ send-back by offset
+def test_a_send_back_cannot_copy_a_message_of_another_topic_into_the_groups_retries(
+    servers: Servers,
+) -> None:
+    """A send-back names a commit-log offset: an account with SUB on its group but not on a
+    topic cannot copy that topic's messages into its retry topic; a consumer's own send-back
+    (the origin topic it reads) goes through."""
+
+    async def scenario() -> tuple[RemotingCommand, RemotingCommand, RemotingCommand]:
+        admin = BrokerClient()
+        admin.remoting.signer = ADMIN_KEY.sign
+        team = BrokerClient()
+        team.remoting.signer = ORDERS.sign
+        try:
+            address = servers.broker.address
+            assert (await admin.create_topic(address, "payroll", 1)).code == ResponseCode.SUCCESS
+            secret = await admin.send(address, "payroll", b"salary")
+            own = await team.send(address, "orders", b"an order")
+            assert own.code == ResponseCode.SUCCESS, own.remark
+            secret_offset = parse_offset_msg_id(secret.ext_fields["msgId"])[1]
+            own_offset = parse_offset_msg_id(own.ext_fields["msgId"])[1]
+            return (
+                await team.send_back(address, "cg", secret_offset, origin_topic="orders"),
+                await team.send_back(address, "cg", secret_offset, origin_topic="payroll"),
+                await team.send_back(address, "cg", own_offset, origin_topic="orders"),
+            )
+        finally:
+            await admin.close()
+            await team.close()
+
+    disguised, named, own = asyncio.run(scenario())
+    assert disguised.code == ResponseCode.NO_PERMISSION
+    assert "is in topic payroll, neither the request's origin topic" in (disguised.remark or "")
+    assert named.code == ResponseCode.NO_PERMISSION
+    assert "has no SUB on topic payroll" in (named.remark or "")
+    assert own.code == ResponseCode.SUCCESS, own.remark

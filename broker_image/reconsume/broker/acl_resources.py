@@ -107,8 +107,14 @@ def _send(request: RemotingCommand) -> Needs:
 
 
 def _send_back(request: RemotingCommand) -> Needs:
+    """SUB on the group, and on the origin topic the request names: the handler, with access
+    control on, sends back only a message of that topic or of the group's retry topic (the
+    request names a commit-log offset, which says nothing of the topic)."""
     header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
-    return [(group_resource(header.group), Perm.SUB)]
+    needs: Needs = [(group_resource(header.group), Perm.SUB)]
+    if header.origin_topic:
+        needs.append((topic_resource(header.origin_topic), Perm.SUB))
+    return list(dict.fromkeys(needs))
 
 
 def _pull(request: RemotingCommand) -> Needs:

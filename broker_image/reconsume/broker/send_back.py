@@ -44,6 +44,13 @@ UNIT_SUB_TOPIC_SYS_FLAG = 0x2
 """``TopicSysFlag.buildSysFlag(false, true)``: the retry topic of a unit-mode consumer."""
 
 
+def _sent_back_from(stored_topic: str, group: str, origin: str | None) -> bool:
+    """Whether a send-back of a message stored in ``stored_topic`` is one a consumer of
+    ``group`` makes: of a message of the topic it names as origin (checked for SUB with access
+    control on), or of one already in the group's retry topic."""
+    return stored_topic == retry_topic(group) or (bool(origin) and stored_topic == origin)
+
+
 class SendBackProcessor:
     def __init__(self, context: BrokerContext) -> None:
         self.context = context
@@ -89,6 +96,16 @@ class SendBackProcessor:
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
             )
         original = decode_record(record)
+        if context.settings.acl_file is not None and not _sent_back_from(
+            original.topic, header.group, header.origin_topic
+        ):
+            # The request names an offset, not a topic: without this, an account with SUB
+            # on its own group only could copy any message into its retry topic and read it.
+            return request.respond(
+                ResponseCode.NO_PERMISSION,
+                f"the message at offset {header.offset} is in topic {original.topic}, neither "
+                f"the request's origin topic nor group {header.group}'s retry topic",
+            )
         decision = self.policy_of(group).decide(
             original.reconsume_times,
             max_reconsume_times(group.retry_max_times, header.max_reconsume_times),
