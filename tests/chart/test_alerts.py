@@ -43,11 +43,16 @@ ALERTS = [
     "ReconsumeBrokerReplicaLagging",
     "ReconsumeReconcileFailures",
     "ReconsumeDeadLetterJobFailed",
+    "ReconsumeRequestsRefused",
+    "ReconsumeAclReloadFailing",
+    "ReconsumeTlsCertificateReloadFailing",
 ]
 METRIC_SOURCES = [
     REPO / "broker_image" / "reconsume" / "broker" / "metrics.py",
     REPO / "broker_image" / "reconsume" / "broker" / "retry_metrics.py",
     REPO / "broker_image" / "reconsume" / "broker" / "replication_metrics.py",
+    REPO / "broker_image" / "reconsume" / "broker" / "acl_metrics.py",
+    REPO / "broker_image" / "reconsume" / "broker" / "tls_metrics.py",
     REPO / "operator" / "reconsume_operator" / "metrics.py",
 ]
 PROMETHEUS_METRICS = {"up"}

@@ -13,6 +13,7 @@ alert's expression reads, and its section of ``docs/runbooks.md`` links back to 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import re
@@ -30,6 +31,8 @@ from prometheus_client import REGISTRY
 from prometheus_client.registry import CollectorRegistry
 
 import reconsume_operator.main  # noqa: F401  (imports every module defining operator metrics)
+from reconsume.access.guard import AclGuard
+from reconsume.broker.acl_resources import BROKER_RULES
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.health import Readiness
 from reconsume.broker.metrics import broker_registry
@@ -40,6 +43,8 @@ from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.timer import TimerService
 from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore, StoreSettings
+from reconsume.wire.tls import TlsMode, TlsServerConfig
+from reconsume.wire.tls_server import TlsListener
 
 from .helm import CHART, MONITORING_APIS, NAMESPACE, REPO, Helm, HelmError, by_kind, one
 
@@ -67,6 +72,12 @@ VARIABLE_LABELS = {"namespace": "namespace", "cluster": "reconsume_cluster", "gr
 """The query variables and the label each lists (``label_values(<selector>, <label>)``)."""
 PROMETHEUS_SERIES = {"up"}
 """Series Prometheus itself writes for every target."""
+ACL_FILE = """
+[[accounts]]
+access_key = "cluster-admin"
+secret_key = "admin-secret-1"
+admin = true
+"""
 SAMPLE_SUFFIXES = {
     "counter": ("_total", "_created"),
     "gauge": ("",),
@@ -198,11 +209,16 @@ def unknown_metrics(dashboard: Mapping[str, Any], exported: frozenset[str]) -> d
 
 # ------------------------------------------------------------------ what the code exports
 class _Source:
-    """What a broker's collector reads, for a broker whose store is open, in ``role``."""
+    """What a broker's collector reads, for a broker whose store is open, in ``role``, with
+    access control and TLS on (each exports its series only then)."""
 
-    def __init__(self, context: BrokerContext, role: Role) -> None:
+    def __init__(
+        self, context: BrokerContext, role: Role, guard: AclGuard, tls: TlsListener
+    ) -> None:
         self.context = context
         self.role = role
+        self.guard = guard
+        self.tls = tls
 
     def current_role(self) -> Role:
         return self.role
@@ -210,8 +226,11 @@ class _Source:
     def failovers(self) -> int:
         return 0
 
-    def acl_guard(self) -> None:
-        return None
+    def acl_guard(self) -> AclGuard:
+        return self.guard
+
+    def tls_listener(self) -> TlsListener:
+        return self.tls
 
     def current_context(self) -> BrokerContext | None:
         return self.context
@@ -238,7 +257,8 @@ def sample_names(registry: CollectorRegistry) -> set[str]:
 @cache
 def exported_metrics() -> frozenset[str]:
     """The sample names ``/metrics`` of a broker (its own registry, over an open store with the
-    delay-level schedule and the timer, as a running broker has them) and of the operator
+    delay-level schedule and the timer, access control and TLS, as a running broker has them)
+    and of the operator
     (prometheus-client's default registry, which it serves) can expose."""
     with tempfile.TemporaryDirectory(prefix="reconsume-dashboard-") as directory:
         store_settings = StoreSettings(
@@ -255,9 +275,15 @@ def exported_metrics() -> frozenset[str]:
             # a master and a replica: each exports the replication series of its role
             master = MasterRole(context, settings, context.delays)
             replica = ReplicaRole(context, "broker-a-1", "127.0.0.1:10912")
+            acl_file = Path(directory) / "acl.toml"
+            acl_file.write_text(ACL_FILE, encoding="utf-8")
+            guard = AclGuard(acl_file, BROKER_RULES, "broker broker-a")
+            tls_config = TlsServerConfig(TlsMode.ENFORCING, "tls.crt", "tls.key")
+            tls = TlsListener(tls_config, asyncio.Protocol, "broker broker-a")  # not started
             broker = set()
             for role in (master, replica):
-                registry = broker_registry(_Source(context, role), max_queue_series=10)
+                source = _Source(context, role, guard, tls)
+                registry = broker_registry(source, max_queue_series=10)
                 broker |= sample_names(registry)
     # The operator serves prometheus-client's default registry; its modules (all imported by
     # its entry point, above) define their metrics there.

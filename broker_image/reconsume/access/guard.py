@@ -59,6 +59,10 @@ class AclGuard:
         ``not_admin``, ``no_permission``, ``malformed``)."""
         self.reloads = 0
         self.reload_failures = 0
+        self.last_reload_failed = False
+        """The file last changed into one that does not read: an older ACL is in force (until
+        the file changes again and reads). The counters cannot tell it: a failure and a success
+        between two scrapes are not ordered by them."""
         self._logged: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         log.info(
@@ -93,6 +97,7 @@ class AclGuard:
                 )
                 self._stamp = (0, 0, 0, 0)
                 self.reload_failures += 1
+                self.last_reload_failed = True
             return False
         if stamp == self._stamp:
             return False
@@ -101,10 +106,12 @@ class AclGuard:
             acl = load_acl(self.path)
         except (InvalidArgumentError, OSError) as exc:
             self.reload_failures += 1
+            self.last_reload_failed = True
             log.warning("%s: ACL file not reloaded, keeping the ACL in force: %s", self.server, exc)
             return False
         self.acl = acl
         self.reloads += 1
+        self.last_reload_failed = False
         self._logged.clear()
         log.info("%s: ACL reloaded, %d account(s)", self.server, len(acl.accounts))
         return True

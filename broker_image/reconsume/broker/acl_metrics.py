@@ -1,5 +1,11 @@
 """The broker's access-control metrics: refused requests by reason, and reloads of the ACL
-file (those that failed keep the previous ACL in force, which an alert should see)."""
+file (those that failed keep the previous ACL in force, which an alert should see).
+
+Whether the *last* reload failed is not in the counters (a failure and a success between two
+scrapes cannot be ordered from them): ``reconsume_acl_last_reload_successful`` exports the
+guard's own record of it, as Prometheus's ``prometheus_config_last_reload_successful`` does for
+its configuration.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +44,12 @@ def acl_metrics(guard: AclGuard | None) -> Iterable[CounterMetricFamily | GaugeM
     reloads.add_metric(["success"], guard.reloads)
     reloads.add_metric(["failure"], guard.reload_failures)
     yield reloads
+    yield GaugeMetricFamily(
+        PREFIX + "acl_last_reload_successful",
+        "0 while the ACL file last changed into one that does not read (an older ACL is in "
+        "force: its revocations and new accounts are not); else 1.",
+        not guard.last_reload_failed,
+    )
     yield GaugeMetricFamily(
         PREFIX + "acl_accounts", "Accounts in the ACL in force.", len(guard.acl.accounts)
     )

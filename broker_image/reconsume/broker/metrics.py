@@ -27,6 +27,8 @@ from reconsume.broker.health import Readiness
 from reconsume.broker.replication_metrics import replication_metrics
 from reconsume.broker.retry_metrics import retry_metrics
 from reconsume.broker.roles import Role
+from reconsume.broker.tls_metrics import tls_metrics
+from reconsume.wire.tls_server import TlsListener
 
 PREFIX = "reconsume_"
 
@@ -53,6 +55,9 @@ class MetricsSource(Protocol):
 
     def acl_guard(self) -> AclGuard | None:
         """Access control, when it is on."""
+
+    def tls_listener(self) -> TlsListener | None:
+        """The remoting port's TLS side (its mode and counters), when TLS is on."""
 
 
 def _counter(name: str, documentation: str, labels: Sequence[str] = ()) -> CounterMetricFamily:
@@ -96,6 +101,7 @@ class BrokerCollector(Collector):
             yield from retry_metrics(context)
         yield from replication_metrics(source.current_role(), source.failovers())
         yield from acl_metrics(source.acl_guard())
+        yield from tls_metrics(source.tls_listener())
 
     def _traffic(self, context: BrokerContext) -> Iterable[CounterMetricFamily]:
         stats = context.stats

@@ -51,6 +51,7 @@ from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.tls_server import TlsListener
 from reconsume.wire.transport import Connection, Dispatcher, Handler, HandlerResult, RemotingServer
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,9 @@ class Broker:
 
     def acl_guard(self) -> AclGuard | None:
         return self.dispatcher.guard if isinstance(self.dispatcher.guard, AclGuard) else None
+
+    def tls_listener(self) -> TlsListener | None:
+        return self.server.tls
 
     def connection_count(self) -> int:
         return len(self.server.connections)

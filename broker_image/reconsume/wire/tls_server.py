@@ -58,6 +58,9 @@ class TlsCounters:
     failed_handshakes: int = 0
     reloads: int = 0
     reload_failures: int = 0
+    last_reload_failed: bool = False
+    """The files last changed into ones that do not load: the previous certificate is still
+    the one new connections get (until the files change again)."""
 
 
 class ServerContext:
@@ -94,9 +97,11 @@ class ServerContext:
                 self._context = server_context(self._config)
             except InvalidArgumentError as exc:
                 self._counters.reload_failures += 1
+                self._counters.last_reload_failed = True
                 log.warning("TLS files changed but do not load, keeping the previous: %s", exc)
             else:
                 self._counters.reloads += 1
+                self._counters.last_reload_failed = False
                 log.info("TLS certificate %s read again", self._config.cert_file)
         return self._context
 

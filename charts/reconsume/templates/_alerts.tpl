@@ -252,6 +252,75 @@ status.groupName), not the ConsumerGroup resource's name.
     runbook_url: {{ include "reconsume.runbook" (list . "ReconsumeDeadLetterJobFailed") }}
 {{- end -}}
 
+{{- define "reconsume.alert.requestsRefused" -}}
+{{- $a := .Values.alerts.requestsRefused -}}
+# Access control refuses a broker's requests at a steady rate, per reason: a client whose
+# credentials or permissions no longer match the ACL (a key rotated or revoked before the client
+# moved), or something probing the port. A refused client that retries is one series here.
+- alert: ReconsumeRequestsRefused
+  expr: |
+    sum by (namespace, reconsume_cluster, instance, pod, reason) (
+      rate(reconsume_acl_refused_requests_total[{{ $a.window }}])
+    ) > {{ $a.maxPerSecond }}
+  for: {{ $a.for }}
+  labels:
+    severity: {{ $a.severity }}
+  annotations:
+    summary: {{`'Broker {{ $labels.instance }} refuses {{ $value | humanize }} requests a second ({{ $labels.reason }})'`}}
+    description: >-
+      For {{ $a.for }} {{`the broker {{ $labels.instance }}{{ with $labels.pod }} (pod {{ . }}){{ end }}
+      of BrokerCluster {{ $labels.reconsume_cluster }} in namespace {{ $labels.namespace }} has
+      refused requests for the reason {{ $labels.reason }} at`}} more than {{ $a.maxPerSecond }}
+      a second {{`(now {{ $value | humanize }} a second over the last`}} {{ $a.window }}): a client lacks
+      credentials or permissions it needs (a key rotated or revoked, an ACL change), or something
+      probes the broker. The broker logs each distinct refusal once, naming the account or the
+      peer and the resource.
+    runbook_url: {{ include "reconsume.runbook" (list . "ReconsumeRequestsRefused") }}
+{{- end -}}
+
+{{- define "reconsume.alert.aclReloadFailing" -}}
+{{- $a := .Values.alerts.aclReloadFailing -}}
+# The ACL file changed into one that does not read (a bad edit, an unreadable file): the broker
+# keeps enforcing the ACL it read before, until the file changes again and reads. Only brokers
+# with access control on export the gauge.
+- alert: ReconsumeAclReloadFailing
+  expr: |
+    reconsume_acl_last_reload_successful == 0
+  for: {{ $a.for }}
+  labels:
+    severity: {{ $a.severity }}
+  annotations:
+    summary: {{`'Broker {{ $labels.instance }} enforces an outdated ACL: its ACL file does not read'`}}
+    description: >-
+      For {{ $a.for }} {{`the broker {{ $labels.instance }}{{ with $labels.pod }} (pod {{ . }}){{ end }}{{ with $labels.namespace }}
+      in namespace {{ . }}{{ end }} has not read the last change of its ACL file and enforces
+      the ACL it read before: accounts and permissions removed since are still accepted, those
+      added are refused. Its log says why (ACL file not reloaded).`}}
+    runbook_url: {{ include "reconsume.runbook" (list . "ReconsumeAclReloadFailing") }}
+{{- end -}}
+
+{{- define "reconsume.alert.tlsCertificateReloadFailing" -}}
+{{- $a := .Values.alerts.tlsCertificateReloadFailing -}}
+# The certificate, key or CA files changed into ones that do not load (a key that does not match
+# the certificate, a file half-written): new connections get the previous certificate, until the
+# files change again and load. Only brokers with TLS on export the gauge.
+- alert: ReconsumeTlsCertificateReloadFailing
+  expr: |
+    reconsume_tls_certificate_last_reload_successful == 0
+  for: {{ $a.for }}
+  labels:
+    severity: {{ $a.severity }}
+  annotations:
+    summary: {{`'Broker {{ $labels.instance }} serves an outdated TLS certificate: its new files do not load'`}}
+    description: >-
+      For {{ $a.for }} {{`the broker {{ $labels.instance }}{{ with $labels.pod }} (pod {{ . }}){{ end }}{{ with $labels.namespace }}
+      in namespace {{ . }}{{ end }} has not loaded the last change of its TLS certificate files
+      and gives new connections the previous certificate: it expires on its own date, and
+      clients that trust only a new CA are refused. Its log says why (TLS files changed but do
+      not load).`}}
+    runbook_url: {{ include "reconsume.runbook" (list . "ReconsumeTlsCertificateReloadFailing") }}
+{{- end -}}
+
 {{- /* groups: one per subject; a group whose alerts are all disabled is left out. */ -}}
 {{- define "reconsume.alertGroups" -}}
 {{- $groups := list
@@ -260,7 +329,8 @@ status.groupName), not the ConsumerGroup resource's name.
       (list "reconsume.schedule" (list "scheduleLag" "scheduleStalled"))
       (list "reconsume.brokers" (list "brokerDown"))
       (list "reconsume.replication" (list "brokerNoInSyncReplica" "brokerReplicaLagging"))
-      (list "reconsume.operator" (list "reconcileFailures" "deadLetterJobFailed")) -}}
+      (list "reconsume.operator" (list "reconcileFailures" "deadLetterJobFailed"))
+      (list "reconsume.security" (list "requestsRefused" "aclReloadFailing" "tlsCertificateReloadFailing")) -}}
 groups:
 {{- range $groups }}
 {{- $enabled := list }}

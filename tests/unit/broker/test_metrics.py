@@ -42,6 +42,9 @@ class Source:
     def acl_guard(self) -> None:
         return None
 
+    def tls_listener(self) -> None:
+        return None
+
 
 @pytest.fixture
 def context(tmp_path: Path) -> Iterator[BrokerContext]:

@@ -240,6 +240,7 @@ def test_renewed_certificate_files_are_used_for_new_connections(
                 return counters.reload_failures == 1
 
             await eventually_async(reload_failed, 10, "a failed reload")
+            assert counters.last_reload_failed
             assert await served(address, client_context(str(first.ca_file)))
             shutil.copyfile(renewed.server.cert_file, cert)
             shutil.copyfile(renewed.server.key_file, key)
@@ -250,6 +251,7 @@ def test_renewed_certificate_files_are_used_for_new_connections(
 
             await eventually_async(renewed_in_force, 10, "the renewed certificate")
             assert counters.reloads == 1
+            assert not counters.last_reload_failed
             assert await refused(address, client_context(str(first.ca_file)))
 
     run(loop_factory, main())
