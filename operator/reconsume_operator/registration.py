@@ -30,6 +30,12 @@ resource version: without it a watch connection that stalls silently (a proxy or
 dropping it without a close) leaves one kind unwatched until the operator restarts."""
 WATCH_CLIENT_TIMEOUT_S = WATCH_SERVER_TIMEOUT_S + 30
 """The operator's own bound on a watch request, for a server that does not end it in time."""
+TIMER_EXIT_POLLING_S = 1.0
+"""How often a deleted object's timers are looked at until they have stopped. Kopf stops an
+object's timers before it releases the object's finalizer; a timer whose handler is running at
+that moment (a reconcile waiting on a name server that does not answer) is looked at again only
+after this, which Kopf sets to 60 s: the deletion of a BrokerCluster, Topic or ConsumerGroup
+then waited a minute for a pass that ended within seconds."""
 """Kopf's delays between retries of a failing watch-event processing, in seconds (bounded
 by a minute instead of Kopf's ten)."""
 
@@ -84,6 +90,7 @@ def register(
         settings.execution.default_backoff = config.backoff_max_s
         settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_S
         settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT_S
+        settings.background.cancellation_polling = TIMER_EXIT_POLLING_S
         if config.metrics_port is not None:
             server, thread, port = serve_metrics(config.metrics_port)
             ctx.metrics = (server, thread)
