@@ -33,6 +33,7 @@ from ..scratch import module_dir
 from .cluster import SMALL_SEGMENTS
 from .processes import ServerProcess, start_server
 from .retry_support import http_address, metric, read_queue, scrape_now
+from .test_broker_http import get
 from .wire_client import BrokerClient
 
 ADMIN_KEY = Credentials("cluster-admin", "admin-secret-0123456789")
@@ -210,7 +211,7 @@ def test_the_brokers_registration_is_signed_and_an_unsigned_broker_is_not_listed
     rogue = start_server(
         "broker", "--listen", "127.0.0.1:0", "--namesrv", servers.namesrv.address,
         "--store-dir", str(tmp_path / "rogue"), "--broker-name", "broker-rogue",
-        "--cluster", "acl", "--register-interval-s", "1",
+        "--cluster", "acl", "--register-interval-s", "1", "--http-listen", "127.0.0.1:0",
         env={ACCESS_KEY_ENV: "", SECRET_KEY_ENV: ""},
     )  # fmt: skip
     try:
@@ -225,6 +226,10 @@ def test_the_brokers_registration_is_signed_and_an_unsigned_broker_is_not_listed
                 return {broker.name for broker in await admin.brokers()}
 
         assert asyncio.run(brokers()) == {"broker-a"}
+        status, reason, _headers = get(http_address(rogue), "/readyz")
+        assert status == 503
+        assert "last refusal" in reason, reason
+        assert "carries no AccessKey" in reason, reason
     finally:
         rogue.kill()
 

@@ -19,14 +19,23 @@ class Readiness:
 
 
 def readiness(
-    *, store_open: bool, namesrv_addresses: Sequence[str], registrations: int, stopping: bool
+    *,
+    store_open: bool,
+    namesrv_addresses: Sequence[str],
+    registrations: int,
+    stopping: bool,
+    last_refusal: str | None = None,
 ) -> Readiness:
+    """``last_refusal``: why a name server last refused a registration (access control
+    refusing a broker without the cluster's credential, a stale master), said with the
+    reason for not being ready."""
     if stopping:
         return Readiness(False, "shutting down")
     if not store_open:
         return Readiness(False, "store recovering")
     if namesrv_addresses and registrations == 0:
-        return Readiness(
-            False, f"not registered with any name server yet ({';'.join(namesrv_addresses)})"
-        )
+        reason = f"not registered with any name server yet ({';'.join(namesrv_addresses)})"
+        if last_refusal:
+            reason += f"; last refusal: {last_refusal}"
+        return Readiness(False, reason)
     return Readiness(True, "ok")

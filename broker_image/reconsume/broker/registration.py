@@ -80,6 +80,8 @@ class Registrar:
         self.registrations = 0
         """Successful REGISTER_BROKER answers so far (all name servers together)."""
         self.results: dict[str, list[int]] = {address: [0, 0] for address in namesrv_addresses}
+        self.last_refusal: str | None = None
+        """The last refused registration: the name server, its code and remark."""
         """Per name server: [successful, failed] REGISTER_BROKER requests so far."""
 
     def start(self) -> None:
@@ -177,6 +179,7 @@ class Registrar:
         if response.code != ResponseCode.SUCCESS:
             if registering:
                 self.results[address][1] += 1
+                self.last_refusal = f"{address} answered {response.code} {response.remark}"
             log.warning(
                 "name server %s refused %s: code %d %s",
                 address,

@@ -153,6 +153,7 @@ class Broker:
             namesrv_addresses=self.settings.namesrv_addresses,
             registrations=0 if registrar is None else registrar.registrations,
             stopping=self._stopping,
+            last_refusal=None if registrar is None else registrar.last_refusal,
         )
 
     def _metrics(self, request: Request) -> Response:

@@ -31,3 +31,18 @@ def test_with_name_servers_one_registration_is_needed() -> None:
 def test_shutting_down_wins_over_everything() -> None:
     state = readiness(store_open=True, namesrv_addresses=(), registrations=3, stopping=True)
     assert state == Readiness(False, "shutting down")
+
+
+def test_a_refused_registration_is_said_with_the_reason_for_not_being_ready() -> None:
+    state = readiness(
+        store_open=True,
+        namesrv_addresses=("ns:9876",),
+        registrations=0,
+        stopping=False,
+        last_refusal="ns:9876 answered 16 request code 103 (REGISTER_BROKER) carries no AccessKey",
+    )
+    assert not state.ready
+    assert state.reason == (
+        "not registered with any name server yet (ns:9876); last refusal: ns:9876 answered 16 "
+        "request code 103 (REGISTER_BROKER) carries no AccessKey"
+    )
