@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+from reconsume.access.perms import REFUSAL_REASONS
 from reconsume.client.admin import AdminClient
 from reconsume.message.model import StoredMessage
 from reconsume.wire.signing import ACCESS_KEY_ENV, SECRET_KEY_ENV, Credentials
@@ -20,7 +21,7 @@ from ..integration.processes import ServerProcess, start_server
 from ..integration.retry_support import TEST_DELAY_LEVELS, metric, read_queue, scrape_now
 from ..integration.wire_client import BrokerClient, eventually
 from .conftest import MQADMIN_DIR, Mqadmin
-from .servers import Cluster
+from .servers import Cluster, stop_cleanly
 
 CLUSTER = "acl"
 BROKER = "broker-a"
@@ -61,15 +62,6 @@ secret_key = "{READER.secret_key}"
 topic_perms = {_perms(TOPICS, "SUB")}
 """
 
-REFUSAL_REASONS = (
-    "unsigned",
-    "unknown_account",
-    "bad_signature",
-    "not_admin",
-    "no_permission",
-    "malformed",
-)
-
 
 @contextmanager
 def acl_cluster(root: Path) -> Iterator[Cluster]:
@@ -94,11 +86,7 @@ def acl_cluster(root: Path) -> Iterator[Cluster]:
         asyncio.run(create_topics(cluster, TOPICS))
         yield cluster
     finally:
-        codes = {name: broker.stop() for name, broker in cluster.brokers.items()}
-        namesrv_code = namesrv.stop()
-        for name, code in codes.items():
-            assert code == 0, "".join(cluster.brokers[name].output)
-        assert namesrv_code == 0, "".join(namesrv.output)
+        stop_cleanly(cluster.brokers, namesrv)
 
 
 def broker_of(cluster: Cluster) -> ServerProcess:

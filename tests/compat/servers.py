@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,11 +66,17 @@ def compat_cluster(root: Path, cluster_name: str = CLUSTER_NAME) -> Iterator[Clu
             )
         yield cluster
     finally:
-        codes = {name: broker.stop() for name, broker in cluster.brokers.items()}
-        namesrv_code = namesrv.stop()
-        for name, code in codes.items():
-            assert code == 0, "".join(cluster.brokers[name].output)
-        assert namesrv_code == 0, "".join(namesrv.output)
+        stop_cleanly(cluster.brokers, namesrv)
+
+
+def stop_cleanly(brokers: Mapping[str, ServerProcess], namesrv: ServerProcess) -> None:
+    """Stop the brokers, then the name server; each must have exited cleanly (its output
+    otherwise)."""
+    codes = {name: broker.stop() for name, broker in brokers.items()}
+    namesrv_code = namesrv.stop()
+    for name, code in codes.items():
+        assert code == 0, "".join(brokers[name].output)
+    assert namesrv_code == 0, "".join(namesrv.output)
 
 
 def all_queues() -> set[Queue]:

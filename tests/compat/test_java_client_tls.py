@@ -30,7 +30,7 @@ from ..tls_certs import CertAuthority, make_ca
 from .conftest import JavaClient
 from .driver_support import once_each, position, scenario_args
 from .java_client_support import CONSUMING, check_protocol, run_driver_at
-from .servers import BROKERS, Cluster, committed_at_queue_ends, create_topic
+from .servers import BROKERS, Cluster, committed_at_queue_ends, create_topic, stop_cleanly
 
 TOPIC = "java-tls"
 GROUP = "java_tls_consumer"
@@ -85,11 +85,7 @@ def tls_cluster(root: Path, ca: CertAuthority) -> Iterator[Cluster]:
             )  # fmt: skip
         yield cluster
     finally:
-        codes = {name: broker.stop() for name, broker in cluster.brokers.items()}
-        namesrv_code = namesrv.stop()
-        for name, code in codes.items():
-            assert code == 0, "".join(cluster.brokers[name].output)
-        assert namesrv_code == 0, "".join(namesrv.output)
+        stop_cleanly(cluster.brokers, namesrv)
 
 
 @pytest.fixture
