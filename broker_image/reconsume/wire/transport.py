@@ -142,10 +142,11 @@ class Connection(asyncio.Protocol):
             )
             return
         guard = self._dispatcher.guard
-        if guard is not None and (refusal := guard(request, self)) is not None:
-            self._reply(request, refusal)
-            return
         try:
+            # A guard that fails answers SYSTEM_ERROR as a handler does; the request is not run.
+            if guard is not None and (refusal := guard(request, self)) is not None:
+                self._reply(request, refusal)
+                return
             result = handler(request, self)
         except Exception as exc:  # noqa: BLE001 - any handler failure answers SYSTEM_ERROR
             self._reply(request, self._failure(request, exc))

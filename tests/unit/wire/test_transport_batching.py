@@ -70,3 +70,27 @@ def test_requests_of_one_read_are_answered_in_one_write() -> None:
         return _answered(transport.writes)
 
     assert asyncio.run(scenario()) == [["1", "3"], ["4"], ["2"]]
+
+
+def test_a_guard_that_fails_answers_system_error_and_the_connection_goes_on() -> None:
+    def guard(request: RemotingCommand, _connection: Connection) -> RemotingCommand | None:
+        if request.ext_fields["n"] == "1":
+            raise ValueError("unreadable header")
+        return None
+
+    async def scenario() -> list[RemotingCommand]:
+        dispatcher = Dispatcher("test")
+        dispatcher.register(RequestCode.HEART_BEAT, _echo)
+        dispatcher.guard = guard
+        transport = _Transport()
+        connection = Connection(dispatcher)
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        connection.data_received(_request(RequestCode.HEART_BEAT, 1))
+        connection.data_received(_request(RequestCode.HEART_BEAT, 2))
+        return [c for w in transport.writes for c in FrameReader().feed(w)]
+
+    failed, served = asyncio.run(scenario())
+    assert failed.code == ResponseCode.SYSTEM_ERROR
+    assert "unreadable header" in (failed.remark or "")
+    assert served.code == ResponseCode.SUCCESS
+    assert served.ext_fields["n"] == "2"
