@@ -48,6 +48,12 @@ from reconsume_operator.naming import (
     selector,
     service_account_name,
 )
+from reconsume_operator.pod_security import (
+    security_args,
+    security_env,
+    security_mounts,
+    security_volumes,
+)
 
 LEASE_API = "coordination.k8s.io/v1"
 
@@ -93,7 +99,7 @@ def _env(spec: ClusterSpec) -> list[dict[str, Any]]:
             {"name": "BROKER_INDEX", "valueFrom": {"fieldRef": {"fieldPath": index}}},
             {"name": "BROKER_NAME", "value": f"{broker_name(spec.name)}-$(BROKER_INDEX)"},
         ]
-    return env
+    return env + security_env(spec, broker=True)
 
 
 def _args(spec: ClusterSpec, replica: int) -> list[str]:
@@ -110,6 +116,7 @@ def _args(spec: ClusterSpec, replica: int) -> list[str]:
         "--store-dir",
         STORE_DIR,
     ]
+    args += security_args(spec)
     if not spec.replicated:
         return [*args, "--broker-name", "$(POD_NAME)"]
     return [
@@ -192,6 +199,7 @@ def broker_statefulset(
             {"name": "store", "mountPath": STORE_DIR},
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             dict(TMP_MOUNT),
+            *security_mounts(spec, broker=True),
         ],
         "securityContext": dict(CONTAINER_SECURITY),
     }
@@ -211,6 +219,7 @@ def broker_statefulset(
         "volumes": [
             {"name": "config", "configMap": {"name": config_name(spec.name)}},
             dict(TMP_VOLUME),
+            *security_volumes(spec, broker=True),
         ],
     }
     set_spec: dict[str, Any] = {

@@ -27,6 +27,7 @@ from reconsume_operator.naming import (
     namesrv_name,
     selector,
 )
+from reconsume_operator.pod_security import security_args, security_mounts, security_volumes
 
 NAMESRV_RESOURCES: dict[str, Any] = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
@@ -49,12 +50,12 @@ def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
         "name": "namesrv",
         "image": spec.image,
         "command": ["reconsume"],
-        "args": ["namesrv", "--listen", f"0.0.0.0:{NAMESRV_PORT}"],
+        "args": ["namesrv", "--listen", f"0.0.0.0:{NAMESRV_PORT}", *security_args(spec)],
         "ports": [{"name": "namesrv", "containerPort": NAMESRV_PORT}],
         "readinessProbe": {"tcpSocket": {"port": "namesrv"}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": "namesrv"}, "periodSeconds": 10},
         "securityContext": dict(CONTAINER_SECURITY),
-        "volumeMounts": [dict(TMP_MOUNT)],
+        "volumeMounts": [dict(TMP_MOUNT), *security_mounts(spec, broker=False)],
     }
     resources = namesrv_resources(spec)
     if resources:
@@ -71,7 +72,7 @@ def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
                 "spec": {
                     "securityContext": dict(POD_SECURITY),
                     "containers": [container],
-                    "volumes": [dict(TMP_VOLUME)],
+                    "volumes": [dict(TMP_VOLUME), *security_volumes(spec, broker=False)],
                 },
             },
         },

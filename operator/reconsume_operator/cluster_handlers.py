@@ -35,11 +35,13 @@ import kopf
 from reconsume.errors import ReconsumeError
 from reconsume.topology.clusters import ClusterSpec, cluster_spec
 from reconsume.topology.resources import Target
+from reconsume_operator.access_sync import access_status, prepare_cluster
 from reconsume_operator.broker_pods import leases
 from reconsume_operator.children import children
 from reconsume_operator.clusters import observe_cluster, operator_address
 from reconsume_operator.conditions import READY, Condition, now_text, ready_of
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
+from reconsume_operator.credentials import CredentialsProblem
 from reconsume_operator.events import Warnings, normal
 from reconsume_operator.kube import KubeError
 from reconsume_operator.masters import with_masters
@@ -83,6 +85,7 @@ class ClusterRef:
     ever_ready: bool
     deleting: bool
     external: bool
+    spec: ClusterSpec | None = None
 
 
 def ever_ready(body: Mapping[str, Any]) -> bool:
@@ -102,7 +105,7 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
         spec = cluster_spec(body, ctx.config.image)
         address = operator_address(spec, template)
         target = Target(address, spec.rocketmq_cluster)
-        ref = ClusterRef(target, ever_ready(body), deleting(body), spec.external)
+        ref = ClusterRef(target, ever_ready(body), deleting(body), spec.external, spec)
         return {(spec.namespace, spec.name): ref}
 
     async def decide_replicas(spec: ClusterSpec) -> tuple[ScaleDecision, str | None]:
@@ -144,6 +147,7 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
                 pods = await observe(ctx.writer, spec) if spec.replicated else BrokerPods()
                 replica_pods = 0 if replicas_gated(spec, pods) else None
                 await stop_rolling_updates(ctx.writer, spec, pods)  # before it is read below
+                acl = await prepare_cluster(ctx, spec, body, operator_address(spec, template))
                 decision, version = await decide_replicas(spec)
                 if decision.removing:
                     normal(body, "ScalingDown", decision.message)
@@ -166,8 +170,9 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
                 if spec.replicated:
                     pods = await observe(ctx.writer, spec)
                 step = await roll(ctx.writer, spec, pods) if spec.replicated else Step()
-            except KubeError as exc:
-                condition = Condition(READY, False, "ChildrenFailed", str(exc))
+            except (KubeError, CredentialsProblem) as exc:
+                reason = "ChildrenFailed" if isinstance(exc, KubeError) else "AccessControlFailed"
+                condition = Condition(READY, False, reason, str(exc))
                 warnings.post(body, condition.reason, condition.message)
                 patch.status.update(
                     status_patch(body.get("status"), generation, utc_now(), [condition])
@@ -181,6 +186,7 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
             if decision.blocked:
                 condition = Condition(READY, False, BLOCKED, decision.message)
             fields: dict[str, Any] = {"phase": observed.phase, **observed.fields}
+            fields["accessControl"] = access_status(spec, acl)
             if "brokers" in fields and not spec.external:
                 fields["brokers"] = with_masters(spec, fields["brokers"], pods.leases)
             if condition.status:

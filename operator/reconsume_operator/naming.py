@@ -23,6 +23,13 @@ CONFIG_HASH_ANNOTATION = "reconsume.io/config-hash"
 """On the broker pods' template: the hash of their settings file. The brokers read the file
 once, at start; a spec change that only changes the file (delay levels, flush, retention)
 changes this annotation, so the brokers restart one at a time."""
+ACL_DIR = "/var/run/reconsume/acl"
+"""Where broker and name-server pods mount the cluster's ACL Secret (``<cluster>-acl``)."""
+CREDENTIALS_DIR = "/var/run/reconsume/credentials"
+"""Where broker pods mount the admin account's Secret: they sign their registrations and
+replication with it (``RECONSUME_CREDENTIALS_DIR``)."""
+TLS_DIR = "/var/run/reconsume/tls"
+"""Where broker and name-server pods mount ``spec.tls.secretName`` (cert-manager's layout)."""
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 """The label the StatefulSet controller puts on each pod: its ordinal (Kubernetes ≥ 1.28)."""
 REPLICA_LABEL = "reconsume.io/replica"

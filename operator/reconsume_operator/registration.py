@@ -22,6 +22,7 @@ from reconsume_operator.job_kube import JobKube
 from reconsume_operator.metrics import serve_metrics
 from reconsume_operator.peering import ensure_peering
 from reconsume_operator.topology_handlers import register_topology
+from reconsume_operator.user_handlers import register_users
 
 QUEUEING_ERROR_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 WATCH_SERVER_TIMEOUT_S = 300
@@ -110,4 +111,5 @@ def register(
     register_topology(registry, ctx, Kind.GROUP)
     register_topology(registry, ctx, Kind.TOPIC)
     register_jobs(registry, ctx, writer)
+    register_users(registry, ctx)
     return ctx

@@ -40,11 +40,14 @@ from reconsume.topology.resources import (
     remove,
 )
 from reconsume_operator import status as statuses
+from reconsume_operator.access_sync import ensure_credentials, names_users, sync_cluster
 from reconsume_operator.cluster_handlers import ClusterRef
 from reconsume_operator.conditions import READY, Condition
 from reconsume_operator.conflicts import Claim, claim_key, claim_of, conflicting_owner
 from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
+from reconsume_operator.credentials import CredentialsProblem
 from reconsume_operator.events import Warnings, normal
+from reconsume_operator.kube import KubeError
 from reconsume_operator.metrics import Outcome, reconcile_timer
 from reconsume_operator.passes import ObjectLocks, deleting
 
@@ -173,6 +176,19 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
 
         return handle
 
+    async def secure(p: Pass, ref: ClusterRef, cluster: str) -> str | None:
+        """Load the cluster's credentials, and render its ACL again when this object grants
+        (or granted) Users anything; the problem, or None."""
+        old = p.indexes.get("old") or {}  # Kopf's keyword arguments: an update's old body
+        try:
+            if ref.spec is not None:
+                await ensure_credentials(ctx, ref.spec, ref.target.name_server)
+            if names_users(p.body.get("spec")) or names_users(old.get("spec")):
+                await sync_cluster(ctx, p.namespace, cluster)
+        except (KubeError, CredentialsProblem) as exc:
+            return f"access control of BrokerCluster {cluster}: {exc}"
+        return None
+
     async def reconcile_pass(p: Pass) -> None:
         body, ns, outcome = p.body, p.namespace, p.outcome
         if annotated(body, PAUSED):
@@ -195,6 +211,10 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
             warnings.post(body, "ClusterNotFound", message)
             p.write(statuses.reconciled(False, "ClusterNotFound", message))
             raise kopf.TemporaryError(message, delay=ctx.backoff_s(p.retry))
+        if (problem := await secure(p, ref, cluster)) is not None:
+            warnings.post(body, "AccessControlFailed", problem)
+            p.write(statuses.reconciled(False, "AccessControlFailed", problem))
+            raise kopf.TemporaryError(problem, delay=ctx.backoff_s(p.retry))
         try:
             result = await reconcile(kind, body, ref.target, ctx.admin)
         except SpecError as exc:
@@ -246,6 +266,9 @@ def register_topology(registry: kopf.OperatorRegistry, ctx: OperatorContext, kin
             warnings.forget(body)
             outcome.result = "ok"
             return
+        if (problem := await secure(p, ref, cluster)) is not None:
+            p.write([Condition(READY, False, "AccessControlFailed", problem)])
+            raise kopf.TemporaryError(problem, delay=ctx.backoff_s(p.retry))
         try:
             result = await remove(kind, body, ref.target, ctx.admin)
         except SpecError as exc:

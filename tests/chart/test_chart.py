@@ -231,16 +231,44 @@ def grants(rules: list[dict[str, Any]], group: str, resource: str, verb: str) ->
     )
 
 
+SECRET_VERBS = {"get", "create", "patch"}
+"""Access control: Users' generated key Secrets, admin Secrets and the rendered ACL Secrets."""
+
+
 @pytest.mark.parametrize("path", values_files(), ids=lambda path: path.stem)
-def test_rbac_has_no_wildcards_and_no_secrets(helm: Helm, path: Path) -> None:
+def test_rbac_has_no_wildcards_and_secrets_only_in_their_rule(helm: Helm, path: Path) -> None:
     objects = helm.render(values=[path])
     for kind in ("ClusterRole", "Role"):
         for rule in rules_of(objects, kind):
             for key in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[key], f"{kind} rule {rule}"
-            assert "secrets" not in rule["resources"]
+            if "secrets" in rule["resources"]:
+                assert rule["apiGroups"] == [""], rule
+                assert rule["resources"] == ["secrets"], rule
+                assert set(rule["verbs"]) == SECRET_VERBS, rule
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
             assert "nonResourceURLs" not in rule
+        if kind == "ClusterRole":
+            continue
+        for role in by_kind(objects, kind):
+            assert sum("secrets" in rule["resources"] for rule in role["rules"]) == 1, role
+
+
+def test_rbac_covers_users_and_access_control(helm: Helm) -> None:
+    """Users are watched and patched like the other kinds, their Secrets owned (owner
+    references that block deletion need the finalizers subresource), and broker pods are
+    annotated so that the kubelet refreshes their mounted Secrets."""
+    for values in ([], [REPO / "tests/chart/values/locked-down.yaml"]):
+        objects = helm.render(values=values)
+        rules = [r for kind in ("ClusterRole", "Role") for r in rules_of(objects, kind)]
+        for verb in ("get", "list", "watch", "patch"):
+            assert grants(rules, "reconsume.io", "users", verb), verb
+        assert grants(rules, "reconsume.io", "users/status", "patch")
+        assert grants(rules, "reconsume.io", "users/finalizers", "update")
+        assert not grants(rules, "reconsume.io", "users", "delete")
+        for verb in SECRET_VERBS:
+            assert grants(rules, "", "secrets", verb), verb
+        assert grants(rules, "", "pods", "patch")
 
 
 def test_rbac_cluster_wide(helm: Helm) -> None:

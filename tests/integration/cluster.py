@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,14 +36,16 @@ def start_broker(
     cluster: str = "test",
     extra: Sequence[str] = (),
     config: str = SMALL_SEGMENTS,
+    env: Mapping[str, str] | None = None,
 ) -> ServerProcess:
-    """A Sync-flush broker; ``extra`` flags are appended, ``config`` is its TOML file."""
+    """A Sync-flush broker; ``extra`` flags are appended, ``config`` is its TOML file, ``env``
+    added to its environment."""
     config_file = store.with_name(f"{store.name}.toml")
     config_file.write_text(config)
     return start_server(
         "broker", "--listen", listen, "--namesrv", namesrv, "--store-dir", str(store),
         "--broker-name", name, "--cluster", cluster, "--flush", "Sync",
-        "--config", str(config_file), *extra,
+        "--config", str(config_file), *extra, env=env,
     )  # fmt: skip
 
 

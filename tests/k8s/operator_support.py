@@ -107,9 +107,11 @@ class Resources:
         self.namespace = namespace
 
     def create(self, plural: str, name: str, spec: dict[str, Any], **metadata: Any) -> None:
-        kind = {"brokerclusters": "BrokerCluster", "consumergroups": "ConsumerGroup"}.get(
-            plural, "Topic"
-        )
+        kind = {
+            "brokerclusters": "BrokerCluster",
+            "consumergroups": "ConsumerGroup",
+            "users": "User",
+        }.get(plural, "Topic")
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": kind,

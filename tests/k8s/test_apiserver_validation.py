@@ -18,9 +18,9 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from reconsume.apiserver.crds import API_VERSION, plural
+from reconsume.apiserver.crds import API_VERSION, KINDS, plural
 from reconsume.apiserver.schema import Problem
-from reconsume.apiserver.validation import check
+from reconsume.apiserver.validation import check, checked
 
 from .control_plane import ControlPlane
 from .operator_support import crds, new_namespace
@@ -60,6 +60,14 @@ def job(name: str = "drain", **spec: Any) -> Object:
 
 def purge(**spec: Any) -> Object:
     return job(action="Purge", **spec)
+
+
+def user(name: str = "orders-app", **spec: Any) -> Object:
+    return obj("User", name, {"cluster": "orders", **spec})
+
+
+def external(**spec: Any) -> Object:
+    return cluster(external={"nameServer": "ns:9876"}, **spec)
 
 
 def policy(**fields: Any) -> dict[str, Any]:
@@ -113,6 +121,52 @@ VALID: list[tuple[str, Object]] = [
     ("cluster storage class null", cluster(storage={"size": "1.5Ti", "storageClassName": None})),
     ("delay levels with spaces", cluster(delayLevels=" 1ms  2d ")),
     ("external cluster", cluster(external={"nameServer": "a:1;b.svc:9876", "clusterName": "C"})),
+    (
+        "cluster with access control and TLS",
+        cluster(
+            accessControl={
+                "enabled": True,
+                "adminSecret": "orders-admin",
+                "allowedAddresses": [
+                    "*",
+                    "10.0.0.*",
+                    "192.168.0-15.*",
+                    "192.168.1.{1,7,9}",
+                    "10.0.0.1,10.0.0.2",
+                    "::1",
+                ],
+            },
+            tls={"secretName": "orders-tls", "mode": "Permissive", "clientAuth": "Required"},
+        ),
+    ),
+    ("cluster without access control", cluster(accessControl={"enabled": False})),
+    ("external cluster, access control absent", external(accessControl={})),
+    ("external cluster, no addresses", external(accessControl={"allowedAddresses": []})),
+    (
+        "external cluster signing with its admin Secret, over TLS",
+        external(
+            accessControl={"enabled": True, "adminSecret": "legacy-admin"},
+            tls={"secretName": "legacy-ca"},
+        ),
+    ),
+    ("minimal user", user()),
+    (
+        "user with everything",
+        user(
+            "orders.app",
+            secretName="orders-app-keys",
+            admin=True,
+            defaultTopicPerm="PUB|SUB",
+            defaultGroupPerm="SUB",
+            topics=[{"name": "orders", "perm": "PUB"}, {"name": "%DLQ%GID_x", "perm": "DENY"}],
+            groups=[{"name": "GID_orders", "perm": "SUB"}],
+            allowedAddress="10.244.*.*",
+            rotation={"token": "t" * 63, "windowSeconds": 86400},
+        ),
+    ),
+    ("256 topic permissions", user(topics=[{"name": f"t{i}", "perm": "SUB"} for i in range(256)])),
+    ("topic with producers and consumers", topic(producers=["a", "b.c"], consumers=["a"])),
+    ("group with consumers", group(consumers=[f"u{i}" for i in range(256)])),
     ("Reprocess with target", job(action="Reprocess", target={"topic": "t"}, ratePerSecond=1)),
     ("Drain as JSON", job(action="Drain", sink={**SINK, "format": "json"})),
     ("scheduled purge", purge(schedule="@daily", maxMessages=2**63 - 1, dryRun=True)),
@@ -173,6 +227,14 @@ INVALID: list[tuple[str, Object]] = [
     ("a sink on Reprocess", job(action="Reprocess", sink=SINK)),
     ("a target on Purge", purge(target={"topic": "t"})),
     ("a target and no sink on Drain", job(action="Drain", target={"topic": "t"})),
+    (
+        "access control on for an external cluster without its admin Secret",
+        external(accessControl={"enabled": True}),
+    ),
+    (
+        "allowed addresses on an external cluster",
+        external(accessControl={"allowedAddresses": ["*"]}),
+    ),
     # bounds
     ("maxTimes below -1", group(retry={"maxTimes": -2})),
     ("maxTimes above int32", group(retry={"maxTimes": 2147483648})),
@@ -198,6 +260,11 @@ INVALID: list[tuple[str, Object]] = [
     ("unknown flush", cluster(flush="Never")),
     ("unknown action", job(action="Move")),
     ("unknown sink format", job(action="Drain", sink={**SINK, "format": "csv"})),
+    ("a user with an unknown permission", user(topics=[{"name": "orders", "perm": "READ"}])),
+    ("a user with an unknown group permission", user(groups=[{"name": "g", "perm": "pub"}])),
+    ("an unknown default permission", user(defaultTopicPerm="ANY")),
+    ("an unknown TLS mode", cluster(tls={"secretName": "t", "mode": "Disabled"})),
+    ("an unknown client authentication", cluster(tls={"secretName": "t", "clientAuth": "Want"})),
     # lengths
     ("group name of 121 characters", group(groupName="g" * 121)),
     ("topic name of 128 characters", topic(topicName="t" * 128)),
@@ -208,6 +275,9 @@ INVALID: list[tuple[str, Object]] = [
     ("schedule of 4 characters", purge(schedule="@x y")),
     ("empty sink path", job(action="Drain", sink={"path": ""})),
     ("spark conf value too long", purge(spark={"conf": {"a": "x" * 4097}})),
+    ("a rotation token of 64 characters", user(rotation={"token": "t" * 64})),
+    ("an allowed address of 65 characters", user(allowedAddress="1" * 65)),
+    ("a topic permission of 128 characters", user(topics=[{"name": "t" * 128, "perm": "SUB"}])),
     # patterns
     ("cluster name with capitals", group(cluster="Orders")),
     ("group name with a space", group(groupName="bad name")),
@@ -224,6 +294,10 @@ INVALID: list[tuple[str, Object]] = [
     ("driver memory 1gb", purge(spark={"driver": {"memory": "1gb"}})),
     ("target topic with a slash", job(action="Reprocess", target={"topic": "a/b"})),
     ("subscription topic with a space", group(subscriptions=[{"topic": "a b"}])),
+    ("a CIDR allowed address", cluster(accessControl={"allowedAddresses": ["10.0.0.0/8"]})),
+    ("a user's Secret with capitals", user(secretName="Orders")),
+    ("an admin Secret with an underscore", cluster(accessControl={"adminSecret": "a_b"})),
+    ("a producer with capitals", topic(producers=["Orders"])),
     # items and properties
     ("empty delays", group(retry=policy(type="Customized", delays=[]))),
     ("1001 delays", group(retry=policy(type="Customized", delays=["1s"] * 1001))),
@@ -238,6 +312,14 @@ INVALID: list[tuple[str, Object]] = [
         cluster(nameServerResources={"limits": {f"r{i}": 1 for i in range(17)}}),
     ),
     ("257 spark properties", purge(spark={"conf": {f"k{i}": "v" for i in range(257)}})),
+    ("65 allowed addresses", cluster(accessControl={"allowedAddresses": ["*"] * 65})),
+    ("257 consumers of a group", group(consumers=[f"u{i}" for i in range(257)])),
+    ("a duplicate producer", topic(producers=["a", "a"])),
+    (
+        "a duplicate topic permission",
+        user(topics=[{"name": "a", "perm": "SUB"}, {"name": "a", "perm": "PUB"}]),
+    ),
+    ("a rotation window of a day and a second", user(rotation={"windowSeconds": 86401})),
     # types
     ("brokers as a string", cluster(brokers="two")),
     ("brokers as a fraction", cluster(brokers=2.5)),
@@ -256,12 +338,17 @@ INVALID: list[tuple[str, Object]] = [
     ("no name server", cluster(external={"clusterName": "a"})),
     ("a subscription without topic", group(subscriptions=[{"expression": "*"}])),
     ("no action", job()),
+    ("a user without cluster", obj("User", "orders-app", {})),
+    ("a topic permission without perm", user(topics=[{"name": "orders"}])),
+    ("TLS without its Secret", cluster(tls={"mode": "Enforcing"})),
     # unknown fields
     ("unknown spec field", group(extra=1)),
     ("unknown top-level field", {**topic(), "extra": 1}),
     ("unknown nested field", group(retry={"maxTimes": 1, "backoff": "1s"})),
     ("unknown metadata field", with_metadata(topic(), name="orders", owner="me")),
     ("unknown spark field", purge(spark={"driver": {"gpus": 1}})),
+    ("unknown access control field", cluster(accessControl={"users": []})),
+    ("unknown user field", user(password="x")),
     # names
     ("no name", with_metadata(topic())),
     ("a name with capitals", topic("Orders")),
@@ -295,7 +382,7 @@ def server(crds: None, control_plane: ControlPlane) -> Iterator[tuple[Any, str]]
 
 def plural_of(document: Object) -> str:
     kind = document.get("kind")
-    return plural(kind) if kind in ("BrokerCluster", "ConsumerGroup", "DeadLetterJob") else "topics"
+    return plural(kind) if kind in KINDS else "topics"
 
 
 def refusal(call: Any) -> str | None:
@@ -406,6 +493,17 @@ UPDATES: list[tuple[str, Object, Object]] = [
         cluster(storage={"storageClassName": "a"}),
     ),
     ("consumerGroup changed", purge(), purge(consumerGroup="other")),
+    ("cluster of a user changed", user(), user(cluster="other")),
+    (
+        "cluster of a user changed with its permissions",
+        user(),
+        user(cluster="other", topics=[{"name": "t", "perm": "SUB"}]),
+    ),
+    (
+        "access control turned on for an external cluster without its admin Secret",
+        external(),
+        external(accessControl={"enabled": True}),
+    ),
     ("action changed", job(action="Reprocess"), purge()),
     ("action changed to Drain without sink", purge(), job(action="Drain")),
     (
@@ -432,6 +530,14 @@ UPDATES: list[tuple[str, Object, Object]] = [
         cluster(storage={"size": "10Gi"}),
     ),
     ("labels added", topic(), with_metadata(topic(), name="orders", labels={"a": "b"})),
+    (
+        "user permissions changed and its key rotated",
+        user(),
+        user(admin=True, groups=[{"name": "g", "perm": "SUB"}], rotation={"token": "2"}),
+    ),
+    ("access control turned off", cluster(), cluster(accessControl={"enabled": False})),
+    ("TLS added", cluster(), cluster(tls={"secretName": "orders-tls"})),
+    ("producers added", topic(), topic(producers=["orders-app"])),
 ]
 
 
@@ -467,3 +573,34 @@ def test_updates_agree_with_transition_rules(
         )
     )
     assert_agree(new, check(new, old), refused)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({}, {"admin": False, "defaultTopicPerm": "DENY", "defaultGroupPerm": "DENY"}),
+        (
+            {"rotation": {"token": "1"}},
+            {
+                "admin": False,
+                "defaultTopicPerm": "DENY",
+                "defaultGroupPerm": "DENY",
+                "rotation": {"token": "1", "windowSeconds": 600},
+            },
+        ),
+    ],
+    ids=["without rotation", "with rotation"],
+)
+def test_a_user_is_stored_with_its_defaults(
+    server: tuple[Any, str], spec: Object, expected: Object
+) -> None:
+    """Created for real: the API server stores the CRD's defaults, as check() applies them;
+    rotation's window only when rotation is given."""
+    custom, namespace = server
+    name = f"defaults-{len(spec)}"
+    document = user(name, **spec)
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "users", document)
+    assert created["spec"] == {"cluster": "orders", **expected}
+    stored, problems = checked(document)
+    assert problems == []
+    assert created["spec"] == stored["spec"]

@@ -35,6 +35,7 @@ PLURALS = {
     "ConsumerGroup": "consumergroups",
     "Topic": "topics",
     "DeadLetterJob": "deadletterjobs",
+    "User": "users",
 }
 
 Spec = dict[str, Any]
@@ -63,6 +64,10 @@ def cluster(**spec: Any) -> dict[str, Any]:
 
 def job(**spec: Any) -> dict[str, Any]:
     return obj("DeadLetterJob", "drain", {"consumerGroup": "orders-consumer", **spec})
+
+
+def user(**spec: Any) -> dict[str, Any]:
+    return obj("User", "orders-app", {"cluster": "orders", **spec})
 
 
 def renamed(manifest: dict[str, Any], name: str) -> dict[str, Any]:
@@ -122,6 +127,30 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("a target on Purge", job(action="Purge", target={"topic": "x"}), "spec.target"),
     ("no action", job(), "spec.action"),
     ("a schedule that is no cron", job(action="Purge", schedule="every day"), "spec.schedule"),
+    (
+        "a user with an unknown permission",
+        user(topics=[{"name": "orders", "perm": "READ"}]),
+        "spec.topics[0].perm",
+    ),
+    ("a user with an unknown default", user(defaultGroupPerm="ALL"), "spec.defaultGroupPerm"),
+    (
+        "a rotation token of 64 characters",
+        user(rotation={"token": "t" * 64}),
+        "spec.rotation.token",
+    ),
+    (
+        "access control on for an external cluster without its admin Secret",
+        cluster(external={"nameServer": "ns:9876"}, accessControl={"enabled": True}),
+        "spec.accessControl.adminSecret: Invalid value",
+    ),
+    (
+        "allowed addresses on an external cluster",
+        cluster(external={"nameServer": "ns:9876"}, accessControl={"allowedAddresses": ["*"]}),
+        "spec.accessControl.allowedAddresses: Invalid value",
+    ),
+    ("an unknown TLS mode", cluster(tls={"secretName": "t", "mode": "Strict"}), "spec.tls.mode"),
+    ("TLS without its Secret", cluster(tls={}), "spec.tls.secretName"),
+    ("a duplicate producer", topic(producers=["a", "a"]), "spec.producers[1]"),
 ]
 """What the API server must refuse on create, and a text its message must contain."""
 
@@ -131,6 +160,7 @@ UPDATES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
     ("topicName changed", topic(topicName="a"), topic(topicName="b"), "spec.topicName"),
     ("external added", cluster(), cluster(external={"nameServer": "a:1"}), "spec.external"),
     ("action changed", job(action="Reprocess"), job(action="Purge"), "spec.action"),
+    ("cluster of a user changed", user(), user(cluster="other"), "spec.cluster is immutable"),
     (
         "storage size changed",
         cluster(storage={"size": "10Gi"}),
@@ -382,3 +412,32 @@ def test_a_refused_statefulset_change_reads_as_the_api_servers_message(
     ), message
     assert "b'" not in message
     assert '"kind"' not in message
+
+
+def test_a_user_is_stored_with_its_defaults_and_listed_by_kubectl(
+    kubectl: Kubectl, api: kubernetes.client.ApiClient, namespace: str
+) -> None:
+    """No operator runs here: the API server fills in the defaults (rotation's window only
+    when rotation is given), `kubectl get ruser` shows the spec's columns and the category
+    lists Users with the other kinds."""
+    plain = create(api, namespace, user())
+    assert plain["spec"] == {
+        "cluster": "orders",
+        "admin": False,
+        "defaultTopicPerm": "DENY",
+        "defaultGroupPerm": "DENY",
+    }
+    rotating = create(api, namespace, renamed(user(rotation={"token": "1"}), "rotating"))
+    assert rotating["spec"]["rotation"] == {"token": "1", "windowSeconds": 600}
+    applied = kubectl("apply", "-f", "-", manifest=renamed(user(admin=True), "admin"))
+    assert applied.returncode == 0, applied.stderr
+    shown = {row["NAME"]: row for row in columns(kubectl("get", "ruser", "-o", "wide").stdout)}
+    assert {name: (row["CLUSTER"], row["ADMIN"], row["SECRET"]) for name, row in shown.items()} == {
+        "orders-app": ("orders", "false", ""),
+        "rotating": ("orders", "false", ""),
+        "admin": ("orders", "true", ""),
+    }
+    assert shown["admin"]["ACCESSKEY"] == ""
+    listed = kubectl("get", "reconsume", "-o", "name")
+    assert listed.returncode == 0, listed.stderr
+    assert "user.reconsume.io/orders-app" in listed.stdout.split()

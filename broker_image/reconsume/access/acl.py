@@ -27,6 +27,7 @@ What each request needs is the server's :class:`~reconsume.access.perms.Rules`: 
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,10 +52,12 @@ __all__ = [
     "Acl",
     "Perm",
     "Refusal",
+    "acl_digest",
     "address_matches",
     "load_acl",
     "parse_acl",
     "parse_perm",
+    "read_acl",
 ]
 
 KEY_MIN_LENGTH = 7
@@ -230,17 +233,29 @@ class Acl:
 
 
 # ------------------------------------------------------------------ loading
+def acl_digest(content: bytes) -> str:
+    """What a server reports of the ACL file it enforces (``aclDigest`` of its runtime info):
+    the first 16 hex digits of the file's SHA-256, which whoever wrote the file can compare."""
+    return hashlib.sha256(content).hexdigest()[:16]
+
+
 def load_acl(path: str | Path) -> Acl:
     """Read and validate an ACL file (TOML)."""
+    return read_acl(path)[0]
+
+
+def read_acl(path: str | Path) -> tuple[Acl, str]:
+    """Read and validate an ACL file (TOML); with its :func:`acl_digest`."""
+    with open(path, "rb") as file:
+        content = file.read()
     try:
-        with open(path, "rb") as file:
-            document = tomllib.load(file)
+        document = tomllib.loads(content.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         # The message gives a line and column, never the text there (a secret, maybe).
         raise InvalidArgumentError(f"ACL file {path} is not TOML: {exc}") from None
     except UnicodeDecodeError:
         raise InvalidArgumentError(f"ACL file {path} is not UTF-8") from None
-    return parse_acl(document, str(path))
+    return parse_acl(document, str(path)), acl_digest(content)
 
 
 def parse_acl(document: Mapping[str, Any], source: str = "ACL") -> Acl:

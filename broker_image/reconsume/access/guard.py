@@ -22,7 +22,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from reconsume.access.acl import Acl, load_acl
+from reconsume.access.acl import Acl, read_acl
 from reconsume.access.perms import Rules
 from reconsume.errors import InvalidArgumentError
 from reconsume.wire.command import RemotingCommand
@@ -53,7 +53,9 @@ class AclGuard:
         self.rules = rules
         self.server = server
         self._stamp = _stamp(self.path)
-        self.acl: Acl = load_acl(self.path)
+        self.acl: Acl
+        self.acl, self.digest = read_acl(self.path)
+        """The ACL in force and the digest of the file it was read from (``aclDigest``)."""
         self.refused: Counter[str] = Counter()
         """Refused requests by reason (``unsigned``, ``unknown_account``, ``bad_signature``,
         ``not_admin``, ``no_permission``, ``malformed``)."""
@@ -103,13 +105,13 @@ class AclGuard:
             return False
         self._stamp = stamp
         try:
-            acl = load_acl(self.path)
+            acl, digest = read_acl(self.path)
         except (InvalidArgumentError, OSError) as exc:
             self.reload_failures += 1
             self.last_reload_failed = True
             log.warning("%s: ACL file not reloaded, keeping the ACL in force: %s", self.server, exc)
             return False
-        self.acl = acl
+        self.acl, self.digest = acl, digest
         self.reloads += 1
         self.last_reload_failed = False
         self._logged.clear()

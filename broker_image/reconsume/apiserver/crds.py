@@ -1,4 +1,4 @@
-"""The CustomResourceDefinitions of reconsume's four kinds, read from this package's copies of
+"""The CustomResourceDefinitions of reconsume's kinds, read from this package's copies of
 ``crds/*.yaml`` (a test proves they are byte-identical), so that embedded mode validates
 manifests exactly as the API server would, without one."""
 
@@ -11,13 +11,14 @@ from typing import Any
 import yaml
 
 API_VERSION = "reconsume.io/v1alpha1"
-KINDS = ("BrokerCluster", "ConsumerGroup", "Topic", "DeadLetterJob")
+KINDS = ("BrokerCluster", "ConsumerGroup", "Topic", "DeadLetterJob", "User")
 
 _FILES = {
     "BrokerCluster": "brokerclusters.reconsume.io.yaml",
     "ConsumerGroup": "consumergroups.reconsume.io.yaml",
     "Topic": "topics.reconsume.io.yaml",
     "DeadLetterJob": "deadletterjobs.reconsume.io.yaml",
+    "User": "users.reconsume.io.yaml",
 }
 
 

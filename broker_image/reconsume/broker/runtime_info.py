@@ -14,6 +14,7 @@ import math
 import shutil
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import NamedTuple
 
 from reconsume.broker.context import BrokerContext
@@ -118,10 +119,18 @@ def properties_text(values: dict[str, str]) -> str:
 
 
 class BrokerInfoProcessor:
-    def __init__(self, context: BrokerContext, throughput: Throughput) -> None:
+    def __init__(
+        self,
+        context: BrokerContext,
+        throughput: Throughput,
+        acl_digest: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self.context = context
         self.throughput = throughput
         self.boot_ms = int(time.time() * 1000)
+        self.acl_digest = acl_digest
+        """The digest of the ACL file in force (None: access control off): ``aclDigest``,
+        which tells whoever wrote the file that this broker enforces it."""
 
     def runtime_values(self) -> dict[str, str]:
         context = self.context
@@ -160,6 +169,8 @@ class BrokerInfoProcessor:
             "pageCacheLockTimeMills",
         ):
             values[name] = "0"
+        if (digest := self.acl_digest()) is not None:
+            values["aclDigest"] = digest
         return values
 
     def runtime_info(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:

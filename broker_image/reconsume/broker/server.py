@@ -137,6 +137,9 @@ class Broker:
     def acl_guard(self) -> AclGuard | None:
         return self.dispatcher.guard if isinstance(self.dispatcher.guard, AclGuard) else None
 
+    def _acl_digest(self) -> str | None:
+        return None if (acl := self.acl_guard()) is None else acl.digest
+
     def tls_listener(self) -> TlsListener | None:
         return self.server.tls
 
@@ -293,7 +296,7 @@ class Broker:
         admin = AdminProcessor(context)
         self._throughput = throughput = Throughput(context.stats, time.monotonic())
         admin_stats = AdminStatsProcessor(context, throughput)
-        info = BrokerInfoProcessor(context, throughput)
+        info = BrokerInfoProcessor(context, throughput, self._acl_digest)
         handlers: dict[int, Handler] = {
             RequestCode.SEND_MESSAGE: send.send,
             RequestCode.SEND_MESSAGE_V2: send.send,

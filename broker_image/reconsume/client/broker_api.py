@@ -48,6 +48,14 @@ class BrokerApi:
         raise_for_response(response, what)
         return response
 
+    async def runtime_info(self, address: str) -> dict[str, str]:
+        """The broker's GET_BROKER_RUNTIME_INFO table (RocketMQ's ``brokerStatus``)."""
+        response = await self.checked(
+            address, RequestCode.GET_BROKER_RUNTIME_INFO, what=f"runtime info of {address}"
+        )
+        table = json.loads(response.body or b"{}").get("table") or {}
+        return {str(key): str(value) for key, value in table.items()}
+
     # ------------------------------------------------------------------ queue offsets
     async def max_offset(self, address: str, queue: MessageQueue) -> int:
         header = GetMaxOffsetRequestHeader(topic=queue.topic, queue_id=queue.queue_id)

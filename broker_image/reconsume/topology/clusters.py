@@ -46,6 +46,16 @@ class ClusterSpec:
     """``spec.nameServerResources``; None when absent (the operator's defaults apply)."""
     external_name_server: str | None = None
     external_cluster_name: str | None = None
+    access_enabled: bool | None = None
+    """``spec.accessControl.enabled``; None when absent (:attr:`access_control` decides)."""
+    admin_secret: str | None = None
+    """``spec.accessControl.adminSecret``; None when absent."""
+    allowed_addresses: tuple[str, ...] = ()
+    """``spec.accessControl.allowedAddresses``: requests from these need no signature."""
+    tls_secret: str | None = None
+    """``spec.tls.secretName``; None: no TLS on the remoting port."""
+    tls_mode: str = "Enforcing"
+    tls_client_auth: str = "None"
 
     @property
     def external(self) -> bool:
@@ -56,6 +66,23 @@ class ClusterSpec:
     def replicated(self) -> bool:
         """Whether each broker runs with replicas (and elects its master)."""
         return self.replicas > 1 and not self.external
+
+    @property
+    def access_control(self) -> bool:
+        """Whether requests to the cluster are signed and checked: ``spec.accessControl.enabled``
+        (off when absent, for now: DeadLetterJobs do not carry credentials of their own yet)."""
+        return bool(self.access_enabled)
+
+    @property
+    def admin_secret_name(self) -> str | None:
+        """The Secret of the account the operator (and, operator-run, the brokers) sign with:
+        ``spec.accessControl.adminSecret``, else ``<cluster>-admin`` for an operator-run
+        cluster; None when access control is off (or external without one)."""
+        if not self.access_control:
+            return None
+        if self.admin_secret is not None or self.external:
+            return self.admin_secret
+        return f"{self.name}-admin"
 
     @property
     def rocketmq_cluster(self) -> str | None:
@@ -70,6 +97,9 @@ def cluster_spec(body: Mapping[str, Any], default_image: str = "") -> ClusterSpe
     spec = body.get("spec") or {}
     storage = spec.get("storage") or {}
     external = spec.get("external")
+    access = spec.get("accessControl") or {}
+    tls = spec.get("tls") or {}
+    enabled = access.get("enabled")
     return ClusterSpec(
         name=str(metadata["name"]),
         namespace=str(metadata.get("namespace") or "default"),
@@ -87,4 +117,10 @@ def cluster_spec(body: Mapping[str, Any], default_image: str = "") -> ClusterSpe
         name_server_resources=spec.get("nameServerResources"),
         external_name_server=None if external is None else str(external["nameServer"]),
         external_cluster_name=None if external is None else external.get("clusterName"),
+        access_enabled=None if enabled is None else bool(enabled),
+        admin_secret=access.get("adminSecret"),
+        allowed_addresses=tuple(str(a) for a in access.get("allowedAddresses") or ()),
+        tls_secret=tls.get("secretName"),
+        tls_mode=str(tls.get("mode") or "Enforcing"),
+        tls_client_auth=str(tls.get("clientAuth") or "None"),
     )

@@ -45,6 +45,14 @@ def job(**spec: Any) -> Object:
     return obj("DeadLetterJob", "drain", {"consumerGroup": "orders-consumer", **spec})
 
 
+def user(**spec: Any) -> Object:
+    return obj("User", "orders-app", {"cluster": "orders", **spec})
+
+
+def external(**spec: Any) -> Object:
+    return cluster(external={"nameServer": "ns:9876"}, **spec)
+
+
 def policy(**fields: Any) -> dict[str, Any]:
     return {"policy": fields}
 
@@ -277,6 +285,39 @@ CEL_CASES: list[tuple[str, Object, Object, Object | None, str, tuple[str, str, s
         cluster(storage={"storageClassName": "fast"}),
         "spec.storage.storageClassName",
         ("BrokerCluster", "spec.storage.storageClassName", "self == oldSelf"),
+    ),
+    (
+        "access control on for an external cluster without its admin Secret",
+        external(accessControl={"enabled": True}),
+        external(accessControl={"enabled": True, "adminSecret": "legacy-admin"}),
+        None,
+        "spec.accessControl.adminSecret",
+        (
+            "BrokerCluster",
+            "spec",
+            "!has(self.external) || !has(self.accessControl) || !has(self.accessControl.enabled)",
+        ),
+    ),
+    (
+        "allowed addresses on an external cluster",
+        external(accessControl={"allowedAddresses": ["10.0.0.*"]}),
+        cluster(accessControl={"allowedAddresses": ["10.0.0.*"]}),
+        None,
+        "spec.accessControl.allowedAddresses",
+        (
+            "BrokerCluster",
+            "spec",
+            "!has(self.external) || !has(self.accessControl) ||"
+            " !has(self.accessControl.allowedAddresses)",
+        ),
+    ),
+    (
+        "cluster of a user changed",
+        user(cluster="other"),
+        user(admin=True),
+        user(),
+        "spec.cluster",
+        ("User", "spec.cluster", "self == oldSelf"),
     ),
     (
         "Drain without sink",
@@ -590,7 +631,7 @@ def test_the_crds_name_bounds_apply_to_metadata_name() -> None:
                     "kind",
                     'Unsupported value: "Queue": supported values: '
                     '"BrokerCluster", "ConsumerGroup", "Topic", '
-                    '"DeadLetterJob"',
+                    '"DeadLetterJob", "User"',
                 )
             ],
         ),
@@ -600,7 +641,7 @@ def test_the_crds_name_bounds_apply_to_metadata_name() -> None:
                 Problem(
                     "kind",
                     'Required value: one of "BrokerCluster", '
-                    '"ConsumerGroup", "Topic", "DeadLetterJob"',
+                    '"ConsumerGroup", "Topic", "DeadLetterJob", "User"',
                 )
             ],
         ),

@@ -24,6 +24,7 @@ SHORT_NAMES = {
     "ConsumerGroup": "rcg",
     "Topic": "rtopic",
     "DeadLetterJob": "dlj",
+    "User": "ruser",
 }
 INT_OR_STRING_KEYS = {"anyOf", "x-kubernetes-int-or-string", "description"}
 
@@ -142,6 +143,7 @@ IMMUTABLE = {
     "ConsumerGroup": {".spec.cluster", ".spec.groupName"},
     "Topic": {".spec.cluster", ".spec.topicName"},
     "DeadLetterJob": {".spec.consumerGroup", ".spec.action"},
+    "User": {".spec.cluster"},
 }
 
 
