@@ -18,6 +18,7 @@ import logging
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from reconsume.access.acl import parse_acl
@@ -43,6 +44,7 @@ from reconsume_operator.credentials import (
     new_key_pair,
     stored_keys,
 )
+from reconsume_operator.job_access import job_entry, job_secret_name
 from reconsume_operator.naming import labels
 from reconsume_operator.tls_files import tls_context
 
@@ -159,6 +161,7 @@ async def render_cluster_acl(
             )
             continue
         entries += user_entries(user, keys.pairs(now), found)
+    entries += await job_entries(ctx, spec, groups, now)
     for pattern in spec.allowed_addresses:
         try:
             parse_address_pattern(pattern, "spec.accessControl.allowedAddresses")
@@ -170,6 +173,27 @@ async def render_cluster_acl(
     except (InvalidArgumentError, tomllib.TOMLDecodeError) as exc:
         raise CredentialsProblem(str(exc)) from None
     return text, len({entry.access_key for entry in entries})
+
+
+async def job_entries(
+    ctx: OperatorContext, spec: ClusterSpec, groups: list[Any], now: datetime
+) -> list[AccountEntry]:
+    """The accounts of the DeadLetterJobs of the cluster's ConsumerGroups that have keys."""
+    by_name = {group["metadata"]["name"]: group for group in groups}
+    entries: list[AccountEntry] = []
+    for job in await _list(ctx, "DeadLetterJob", spec.namespace):
+        group = by_name.get((job.get("spec") or {}).get("consumerGroup"))
+        if group is None or job["metadata"].get("deletionTimestamp"):
+            continue
+        secret = await _get(ctx, "Secret", spec.namespace, job_secret_name(job["metadata"]["name"]))
+        if secret is None:
+            continue
+        try:
+            keys = stored_keys(secret)
+        except CredentialsProblem:
+            continue
+        entries += job_entry(job, group, keys.pairs(now))
+    return entries
 
 
 def whitelist_problem(user: Mapping[str, Any]) -> str | None:
@@ -317,3 +341,19 @@ async def sync_cluster(
 def names_users(spec: Mapping[str, Any] | None) -> bool:
     """Whether a Topic's or ConsumerGroup's spec grants anything to Users."""
     return bool(spec and (spec.get("producers") or spec.get("consumers")))
+
+
+async def brokers_enforce(
+    ctx: OperatorContext, address: str, cluster: str, digest: str
+) -> str | None:
+    """None when every broker of the cluster enforces the ACL ``digest``; else what waits."""
+    try:
+        digests = await enforced_digests(ctx, address, cluster)
+    except (ReconsumeError, OSError) as exc:
+        return f"the brokers of BrokerCluster {cluster} do not answer: {exc}"
+    behind = sorted(name for (name, _), found in digests.items() if found != digest)
+    if not digests:
+        return f"no broker of BrokerCluster {cluster} answered"
+    if behind:
+        return f"waiting for {', '.join(behind)} to enforce the run's account"
+    return None

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_arguments, resource_conf
+from reconsume_operator.job_access import access_of, credentials_conf
 from reconsume_operator.naming import labels as base_labels
 
 API_VERSION = "reconsume.io/v1alpha1"
@@ -166,7 +167,10 @@ def pod_master(spec: DeadLetterJobSpec) -> str:
 def command(spec: DeadLetterJobSpec, source: Source, image: str) -> list[str]:
     """The container command of a run in a Job's pod (the driver runs in the pod)."""
     conf_flags: list[str] = []
-    for key, value in spark_conf(spec, image).items():
+    conf = spark_conf(spec, image)
+    if spec.kubernetes_master:
+        conf.update(credentials_conf(source))
+    for key, value in conf.items():
         conf_flags += ["--conf", f"{key}={value}"]
     return [
         "reconsume", "dlq", *job_arguments(spec, source),
@@ -216,6 +220,11 @@ def pod_template(spec: DeadLetterJobSpec, source: Source, image: str) -> dict[st
         pod["serviceAccountName"] = spark_account_name(spec)
     else:
         pod["automountServiceAccountToken"] = False
+    env, mounts, volumes = access_of(source)
+    if env:
+        container["env"] = [*container.get("env", []), *env]
+        container["volumeMounts"] = mounts
+        pod["volumes"] = volumes
     pod["containers"] = [container]
     return {"metadata": {"labels": labels(spec), "annotations": run_annotations(spec)}, "spec": pod}
 
@@ -282,7 +291,7 @@ def spark_application(
             "arguments": [*job_arguments(spec, source), *_spark_submit_flags(spec)],
             "sparkVersion": SPARK_VERSION,
             "restartPolicy": {"type": "Never"},
-            "sparkConf": spark_conf(spec, image, in_job_pod=False),
+            "sparkConf": {**spark_conf(spec, image, in_job_pod=False), **credentials_conf(source)},
             "driver": {
                 "cores": spec.driver_cores,
                 "memory": spec.driver_memory,

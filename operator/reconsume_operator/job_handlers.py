@@ -53,7 +53,7 @@ def _events(synced: Synced) -> None:
 def register_jobs(registry: kopf.OperatorRegistry, ctx: OperatorContext, kube: JobKube) -> None:
     """Register the DeadLetterJob handlers in ``registry``; children are written with
     ``kube``."""
-    jobs = DeadLetterJobs(kube, ctx.config)
+    jobs = DeadLetterJobs(kube, ctx.config, ctx)
 
     async def sync(body: kopf.Body, apply: bool) -> Synced:
         with reconcile_timer(KIND) as outcome:

@@ -25,7 +25,8 @@ from reconsume.topology.jobs import DeadLetterJobSpec, Source, job_spec
 from reconsume.topology.resources import object_name
 from reconsume_operator.conditions import ready_of
 from reconsume_operator.config import OperatorConfig
-from reconsume_operator.context import GROUP, VERSION, utc_now
+from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
+from reconsume_operator.credentials import CredentialsProblem
 from reconsume_operator.dead_letter_jobs import (
     API_VERSION,
     GROUP_LABEL,
@@ -42,6 +43,7 @@ from reconsume_operator.dead_letter_jobs import (
     spark_application,
 )
 from reconsume_operator.job_kube import JobKube
+from reconsume_operator.job_security import secure_run
 from reconsume_operator.job_status import (
     FAILED,
     FINISHED,
@@ -63,7 +65,11 @@ from reconsume_operator.naming import name_server
 
 WAITING = "WaitingForJob"
 WAITING_FOR_GROUP = "WaitingForConsumerGroup"
-GROUP_WAITS = frozenset({WAITING_FOR_GROUP, "ConsumerGroupNotFound", "ClusterNotFound"})
+ACCESS_PENDING = "AccessPending"
+"""The run's account is not yet enforced by every broker (or its ledger topic not made)."""
+GROUP_WAITS = frozenset(
+    {WAITING_FOR_GROUP, "ConsumerGroupNotFound", "ClusterNotFound", ACCESS_PENDING}
+)
 """Reasons of a DeadLetterJob that waits for its ConsumerGroup (or its cluster) to be Ready."""
 POD_JOB_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 
@@ -108,9 +114,13 @@ def _ours(obj: Mapping[str, Any], spec: DeadLetterJobSpec) -> bool:
 
 
 class DeadLetterJobs:
-    def __init__(self, kube: JobKube, config: OperatorConfig) -> None:
+    def __init__(
+        self, kube: JobKube, config: OperatorConfig, ctx: OperatorContext | None = None
+    ) -> None:
         self.kube = kube
         self.config = config
+        self.ctx = ctx
+        """Access control of the runs' clusters (None: runs carry no account of their own)."""
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     def _lock(self, namespace: str, group: str) -> asyncio.Lock:
@@ -292,8 +302,23 @@ class DeadLetterJobs:
                 f"exist in namespace {ns}"
             )
             return RunState(PENDING, False, "ClusterNotFound", message)
-        address = name_server(cluster_spec(found, self.config.image))
-        return Source(address, object_name(Kind.GROUP, group))
+        cluster_of_group = cluster_spec(found, self.config.image)
+        address = name_server(cluster_of_group)
+        secret = None
+        if self.ctx is not None:
+            try:
+                secret, waiting = await secure_run(self.ctx, spec, cluster_of_group, found)
+            except CredentialsProblem as exc:
+                return RunState(PENDING, False, "AccessControlFailed", str(exc))
+            if waiting is not None:
+                return RunState(PENDING, False, ACCESS_PENDING, waiting)
+        return Source(
+            address,
+            object_name(Kind.GROUP, group),
+            secret,
+            cluster_of_group.tls_secret,
+            cluster_of_group.tls_client_auth != "None",
+        )
 
     async def _blocker(
         self, spec: DeadLetterJobSpec, mine: Callable[[Mapping[str, Any]], bool]

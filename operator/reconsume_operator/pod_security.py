@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconsume.topology.clusters import ClusterSpec
+from reconsume.wire.credential_files import CREDENTIALS_DIR_ENV
 from reconsume_operator.acl_render import ACL_FILE, acl_secret_name
 from reconsume_operator.naming import ACL_DIR, CREDENTIALS_DIR, TLS_DIR
 
@@ -40,7 +41,7 @@ def security_env(spec: ClusterSpec, broker: bool) -> list[dict[str, Any]]:
     its master with TLS, trusting the cluster's CA."""
     env: list[dict[str, Any]] = []
     if broker and spec.access_control:
-        env.append({"name": "RECONSUME_CREDENTIALS_DIR", "value": CREDENTIALS_DIR})
+        env.append({"name": CREDENTIALS_DIR_ENV, "value": CREDENTIALS_DIR})
     if broker and spec.tls_secret is not None:
         env += [
             {"name": "RECONSUME_TLS", "value": "true"},

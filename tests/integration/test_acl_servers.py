@@ -2,7 +2,8 @@
 request code either serves sent unsigned, with a wrong signature, by an account without the
 permission and by one with it; the Python client with and without credentials; the broker's
 own registration signed with the cluster's admin credential; a changed ACL file in force
-within a bound; refusals counted in /metrics and logged once."""
+within a bound; refusals counted in /metrics and logged once; a dead-letter job's requests
+with an account limited to its group."""
 
 from __future__ import annotations
 
@@ -17,13 +18,23 @@ import pytest
 from reconsume.broker.acl_resources import ADMIN_CODES, SIGNATURE_ONLY_CODES
 from reconsume.client.admin import AdminClient
 from reconsume.client.producer import Producer
+from reconsume.client.routes import MessageQueue
 from reconsume.errors import RemotingError
 from reconsume.message.ids import parse_offset_msg_id
 from reconsume.message.model import Message
+from reconsume.message.names import dead_letter_job_group, dead_letter_topic
 from reconsume.namesrv.access import NAMESRV_ADMIN_CODES, NAMESRV_OPEN_CODES
+from reconsume.spark import ledger
+from reconsume.spark.jobs.scope import ledger_entries, mark_handled, plan
+from reconsume.spark.offsets import QueueKey
+from reconsume.wire.broker_headers import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.credential_files import CredentialFiles
+from reconsume.wire.errors import NoPermissionError
 from reconsume.wire.signing import ACCESS_KEY_ENV, SECRET_KEY_ENV, Credentials
 from reconsume.wire.transport import RemotingClient
 
@@ -41,6 +52,9 @@ ORDERS = Credentials("orders-team", "orders-secret-0123456789")
 OUTSIDER = Credentials("outsider", "outsider-secret-0123456789")
 FORGER = Credentials("orders-team", "not-the-orders-secret")
 EVERY_TOPIC = Credentials("every-topic", "every-secret-0123456789")
+DEAD_LETTERS = Credentials("cg-dead-letters", "dead-letters-secret-0123456789")
+"""What a dead-letter job of group cg needs: cg (its retry and dead-letter topics, and the
+jobs' group %DLQ%cg) and the ledger topic."""
 
 ACL = f"""
 [[accounts]]
@@ -65,6 +79,12 @@ default_group_perm = "SUB"
 [[accounts]]
 access_key = "{OUTSIDER.access_key}"
 secret_key = "{OUTSIDER.secret_key}"
+
+[[accounts]]
+access_key = "{DEAD_LETTERS.access_key}"
+secret_key = "{DEAD_LETTERS.secret_key}"
+topic_perms = {{ {ledger.LEDGER_TOPIC} = "PUB|SUB" }}
+group_perms = {{ cg = "SUB" }}
 """
 REQUEST_TIMEOUT_S = 5.0
 
@@ -99,10 +119,11 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
             namesrv.kill()
 
 
-def _create_topic(topic: str) -> RemotingCommand:
+def _create_topic(topic: str, queues: int = 2) -> RemotingCommand:
     fields = {
-        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
-        "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+        "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0", "order": "false",
     }  # fmt: skip
     return command(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
 
@@ -547,3 +568,72 @@ def test_a_send_back_cannot_copy_a_message_of_another_topic_into_the_groups_retr
     assert named.code == ResponseCode.NO_PERMISSION
     assert "has no SUB on topic payroll" in (named.remark or "")
     assert own.code == ResponseCode.SUCCESS, own.remark
+
+
+# ------------------------------------------------------------------ dead-letter jobs
+def _offset_requests(group: str, topic: str) -> list[Callable[[], RemotingCommand]]:
+    update = UpdateConsumerOffsetRequestHeader(
+        consumer_group=group, topic=topic, queue_id=0, commit_offset=0
+    )
+    query = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=0)
+    return [
+        lambda: command(RequestCode.UPDATE_CONSUMER_OFFSET, update.to_ext_fields()),
+        lambda: command(RequestCode.QUERY_CONSUMER_OFFSET, query.to_ext_fields()),
+    ]
+
+
+def test_the_dead_letter_job_group_has_its_groups_permission(servers: Servers) -> None:
+    """Dead-letter jobs commit offsets as the group %DLQ%cg, which no ACL file can name: SUB
+    on cg covers it; an account without is refused, the group named."""
+    address = servers.broker.address
+    topic, job_group = dead_letter_topic("cg"), dead_letter_job_group("cg")
+    created = asyncio.run(_invoke(address, _create_topic(topic), ADMIN_KEY))
+    assert created.code == ResponseCode.SUCCESS, created.remark
+    for make in _offset_requests(job_group, topic):
+        assert _answer(address, make, ORDERS) == ResponseCode.SUCCESS
+        refusal = asyncio.run(_invoke(address, make(), OUTSIDER))
+        assert refusal.code == ResponseCode.NO_PERMISSION
+        assert refusal.remark == (
+            "account outsider has no SUB on group %DLQ%cg (its default_group_perm is DENY)"
+        )
+
+
+def test_a_dead_letter_job_runs_with_an_account_limited_to_its_group(servers: Servers) -> None:
+    """What a run does at the brokers, signed by DEAD_LETTERS: the plan (creating the ledger
+    topic only where it is missing: an admin request, refused), a dead letter kept (sent back),
+    a ledger entry written and read back, the offsets moved."""
+    address = servers.broker.address
+    topic, job_group = dead_letter_topic("cg"), dead_letter_job_group("cg")
+
+    async def scenario() -> None:
+        created = await _invoke(address, _create_topic(topic), ADMIN_KEY)
+        assert created.code == ResponseCode.SUCCESS, created.remark
+        async with (
+            AdminClient([servers.namesrv.address], credentials=DEAD_LETTERS) as job,
+            Producer([servers.namesrv.address], "dlq-jobs", credentials=DEAD_LETTERS) as producer,
+        ):
+            for index in range(3):
+                await producer.send(Message(topic, f"dead letter {index}".encode()))
+            refused = r"cg-dead-letters is not an admin: request code 17 \(UPDATE_AND_CREATE_TOPIC"
+            with pytest.raises(NoPermissionError, match=refused):
+                await plan(job, "cg", max_messages=None, prepare_ledger=True)
+            # Created beforehand, as the operator does where access control is on.
+            ledger_topic = _create_topic(ledger.LEDGER_TOPIC, queues=1)
+            created = await _invoke(address, ledger_topic, ADMIN_KEY)
+            assert created.code == ResponseCode.SUCCESS, created.remark
+            scope = await plan(job, "cg", max_messages=None, prepare_ledger=True)
+            assert scope.size == 3
+            assert [(name, at) for name, at, _ in scope.ledger_start] == [("broker-a", address)]
+            entry = ledger.Entry("cg-job", ledger.STARTED, QueueKey("broker-a", 0), 0, 0)
+            await ledger.append(producer, address, "broker-a", entry)
+            assert await ledger_entries(job, scope) == [entry]
+            await mark_handled(job, scope)
+            for queue in scope.queues:
+                mq = MessageQueue(topic, queue.key.broker, queue.key.queue_id)
+                assert await job.committed_offset_at(address, job_group, mq) == queue.end
+            ledger_queue = MessageQueue(ledger.LEDGER_TOPIC, "broker-a", 0)
+            assert await job.committed_offset_at(address, job_group, ledger_queue) == 1
+            again = await plan(job, "cg", max_messages=None, prepare_ledger=True)
+            assert again.size == 0
+
+    asyncio.run(scenario())

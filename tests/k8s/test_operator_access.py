@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -20,19 +21,26 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes.client
+import pytest
 from kubernetes.client.exceptions import ApiException
 
 from reconsume.client.admin import AdminClient
+from reconsume.client.listener import ConcurrentContext, ConsumeStatus
 from reconsume.client.producer import Producer
+from reconsume.client.push import PushConsumer
+from reconsume.client.settings import ConsumerSettings
 from reconsume.errors import RemotingError
-from reconsume.message.model import Message
+from reconsume.message.model import Message, StoredMessage
+from reconsume.message.names import dead_letter_topic
 from reconsume.wire.signing import Credentials
 
 from ..integration.cluster import start_broker
 from ..integration.processes import ServerProcess, start_server
+from ..polling import eventually_async
 from ..tls_certs import make_ca
 from .control_plane import ControlPlane
 from .operator_support import Resources, crds, eventually, namespace, resources, running_operator
+from .test_operator_dead_letter_jobs import GROUP_NAME, LOCAL_SPARK, read, run_command
 
 __all__ = ["crds", "namespace", "resources"]
 
@@ -236,10 +244,7 @@ def test_a_user_gets_a_key_its_permissions_a_rotation_and_a_revocation(
         started = time.monotonic()
         resources.delete("users", "shop")
         eventually(
-            lambda: (
-                "NO_PERMISSION" in send(namesrv.address, fresh, "orders")
-                or fresh.access_key in send(namesrv.address, fresh, "orders")
-            ),
+            lambda: "(code 16)" in send(namesrv.address, fresh, "orders"),
             20,
             "the revocation",
         )
@@ -362,3 +367,99 @@ def test_an_external_cluster_is_reached_over_tls_with_its_secrets_ca_and_credent
         if broker is not None:
             broker.kill()
         namesrv.kill()
+
+
+async def fill_dead_letters(namesrv: str, admin: Credentials, count: int) -> None:
+    """``count`` messages to ``orders``, each failed once by GID_orders (0 reconsume times):
+    every one ends in %DLQ%GID_orders."""
+
+    async def fail(batch: list[StoredMessage], context: ConcurrentContext) -> ConsumeStatus:
+        return ConsumeStatus.RECONSUME_LATER
+
+    async with AdminClient([namesrv], credentials=admin) as client:
+        async with Producer([namesrv], credentials=admin) as producer:
+            for i in range(count):
+                await producer.send(Message("orders", f"order-{i}".encode()))
+        settings = ConsumerSettings(instance_name="failing", max_reconsume_times=0)
+        consumer = PushConsumer([namesrv], GROUP_NAME, settings=settings, credentials=admin)
+        consumer.subscribe("orders")
+        consumer.register_listener(fail)
+        await consumer.start()
+        try:
+
+            async def all_dead() -> bool:
+                return await client.topic_depth(dead_letter_topic(GROUP_NAME)) == count
+
+            await eventually_async(all_dead, 60, "every message dead-lettered")
+        finally:
+            await consumer.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_dead_letter_job_runs_with_an_account_limited_to_its_group(
+    resources: Resources,
+    api: kubernetes.client.ApiClient,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's keys are generated into ``<job>-credentials`` and mounted into its pod; the
+    account may read and re-send the group's dead letters (the ledger topic made for it by
+    the operator) and nothing else."""
+    ns = resources.namespace
+    core = kubernetes.client.CoreV1Api(api)
+    batch = kubernetes.client.BatchV1Api(api)
+    with secured_cluster(resources, api, control_plane, tmp_path) as (namesrv, kubelet):
+        admin_keys = secret_keys(core, ns, "orders-admin")
+        for topic in ("orders", "audit"):
+            create_topic(
+                namesrv.address,
+                Credentials(admin_keys["accessKey"], admin_keys["secretKey"]),
+                topic,
+            )
+        group = {
+            "cluster": "orders",
+            "groupName": GROUP_NAME,
+            "subscriptions": [{"topic": "orders"}],
+        }
+        resources.create("consumergroups", "orders-consumer", group)
+        resources.wait_condition("consumergroups", "orders-consumer", "True", "Reconciled")
+        admin = Credentials(admin_keys["accessKey"], admin_keys["secretKey"])
+        asyncio.run(fill_dead_letters(namesrv.address, admin, 6))
+
+        body = {
+            "apiVersion": "reconsume.io/v1alpha1",
+            "kind": "DeadLetterJob",
+            "metadata": {"name": "replay"},
+            "spec": {
+                "consumerGroup": "orders-consumer",
+                "action": "Reprocess",
+                "spark": LOCAL_SPARK,
+            },
+        }
+        resources.custom.create_namespaced_custom_object(
+            "reconsume.io", "v1alpha1", ns, "deadletterjobs", body
+        )
+        job = eventually(lambda: read(batch.read_namespaced_job, "replay-1", ns), 60, "the Job")
+        pod = job.spec.template.spec
+        assert pod.volumes[0].secret.secret_name == "replay-credentials"
+        container = pod.containers[0]
+        assert {e.name: e.value for e in container.env or ()}["RECONSUME_CREDENTIALS_DIR"] == (
+            "/var/run/reconsume/credentials"
+        )
+        keys = secret_keys(core, ns, "replay-credentials")
+        account = Credentials(keys["accessKey"], keys["secretKey"])
+        assert account.access_key.startswith("dlj-replay-")
+        refused = send(namesrv.address, account, "audit")
+        assert f"{account.access_key} has no PUB on topic audit" in refused, refused
+
+        mounted = kubelet.mount("replay-credentials")
+        eventually(lambda: (mounted / "accessKey").exists(), 10, "the run's keys mounted")
+        monkeypatch.setenv("RECONSUME_CREDENTIALS_DIR", str(mounted))
+        command = list(container.command)  # as the pod runs it, at the local name server
+        command[command.index("--name-server") + 1] = namesrv.address
+        code, message = run_command(command, tmp_path)
+        result = json.loads(message)
+        assert (code, result["phase"]) == (0, "Succeeded"), result.get("message")
+        assert result["counts"]["resent"] == 6

@@ -17,7 +17,7 @@ from tests.k8s.conftest import missing
 from .cluster import running_node
 from .node import Node
 from .prerequisites import prerequisites
-from .workloads import Installation, RetryGroup, retry_group
+from .workloads import CLUSTER, Installation, RetryGroup, retry_group, secret_credentials, sign_as
 
 
 @pytest.fixture(scope="package")
@@ -50,9 +50,13 @@ def installed(installation: Installation) -> Node:
 
 
 @pytest.fixture
-def examples(installation: Installation) -> Node:
-    """The operator, and ``examples/`` applied: the BrokerCluster ``orders`` ready."""
-    return installation.ensure_examples()
+def examples(installation: Installation, monkeypatch: pytest.MonkeyPatch) -> Node:
+    """The operator, and ``examples/`` applied: the BrokerCluster ``orders`` ready (with access
+    control on, its default: the test's clients sign with the cluster's admin account, which
+    the operator generated)."""
+    node = installation.ensure_examples()
+    sign_as(monkeypatch, secret_credentials(node, f"{CLUSTER}-admin"))
+    return node
 
 
 @pytest.fixture(scope="package")

@@ -139,7 +139,7 @@ def test_a_cluster_that_never_comes_up_shows_why_and_is_deleted_in_the_documente
 
         # The documented order (docs/install.md, Uninstalling) finishes.
         started = time.monotonic()
-        for kinds in ("dlj", "rcg,rtopic", "rbc"):
+        for kinds in ("dlj", "rcg,rtopic,ruser", "rbc"):
             deleted = node.kubectl(
                 "-n", JOURNEY, "delete", kinds, "--all", "--timeout=60s", timeout_s=70,
                 check=False,

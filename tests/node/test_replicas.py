@@ -23,6 +23,7 @@ from reconsume.message.model import Message
 from .node import Node
 from .support import DEMO_NAMESPACE, get, items, name_server, ready, wait_for
 from .test_brokers import read_topic
+from .workloads import secret_credentials, sign_as
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -130,7 +131,7 @@ def pods_updated(node: Node) -> bool:
 
 
 def test_a_replicated_broker_fails_over_and_rolls_without_losing_a_message(
-    examples: Node,
+    examples: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     node = examples
     node.apply(
@@ -155,6 +156,9 @@ def test_a_replicated_broker_fails_over_and_rolls_without_losing_a_message(
         "the cluster and its topic Ready",
         node,
     )
+    # Access control is on (the default): the replicas replicate, and the test signs, with the
+    # admin account the operator generated for the cluster.
+    sign_as(monkeypatch, secret_credentials(node, f"{CLUSTER}-admin"))
     header = node.kubectl("-n", DEMO_NAMESPACE, "get", "rbc", CLUSTER).stdout.splitlines()[0]
     assert "MASTERS" in header.split()
 

@@ -28,7 +28,7 @@ def test_the_documented_uninstall_leaves_nothing_behind(
     node = examples
     save_logs(node, "before-uninstall")
     # 2. The custom resources, while the operator runs: jobs, groups and topics, clusters.
-    for kinds in ("dlj", "rcg,rtopic", "rbc"):
+    for kinds in ("dlj", "rcg,rtopic,ruser", "rbc"):
         node.kubectl("delete", kinds, "--all", "-A", "--timeout=180s", timeout_s=200)
     assert not node.kubectl("get", "reconsume", "-A", "-o", "name").stdout.strip()
     # What a BrokerCluster runs goes with it (owner references, the garbage collector).

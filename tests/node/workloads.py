@@ -11,13 +11,17 @@ and reading them back: status, metrics, Job pods' termination messages, broker a
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reconsume.client.admin import AdminClient
+from reconsume.wire.signing import ACCESS_KEY_ENV, SECRET_KEY_ENV, Credentials
 
 from ..chart.helm import CHART, Helm
 from ..compat.conftest import JavaClient
@@ -98,7 +102,7 @@ class Installation:
         node = self.node
         save_logs(node, "before-uninstall")
         if get(node, "crd", "brokerclusters.reconsume.io") is not None:
-            for kinds in ("dlj", "rcg,rtopic", "rbc"):
+            for kinds in ("dlj", "rcg,rtopic,ruser", "rbc"):
                 node.kubectl("delete", kinds, "--all", "-A", "--timeout=180s", timeout_s=200)
         if get(node, "deployment", RELEASE, RELEASE_NAMESPACE) is not None:
             self.helm.run(
@@ -110,6 +114,22 @@ class Installation:
                 "delete", "namespace", namespace, "--ignore-not-found", "--timeout=180s",
                 timeout_s=200,
             )  # fmt: skip
+
+
+def secret_credentials(node: Node, secret: str, namespace: str = DEMO_NAMESPACE) -> Credentials:
+    """The keys of a credentials Secret (``accessKey``, ``secretKey``), once it exists."""
+    found = wait_for(lambda: get(node, "secret", secret, namespace), 60, f"Secret {secret}", node)
+    data = found["data"]
+    return Credentials(
+        base64.b64decode(data["accessKey"]).decode(), base64.b64decode(data["secretKey"]).decode()
+    )
+
+
+def sign_as(monkeypatch: pytest.MonkeyPatch, credentials: Credentials) -> Credentials:
+    """The test's own clients (this process's environment) sign with ``credentials``."""
+    monkeypatch.setenv(ACCESS_KEY_ENV, credentials.access_key)
+    monkeypatch.setenv(SECRET_KEY_ENV, credentials.secret_key)
+    return credentials
 
 
 def apply_topic_and_group(node: Node, topic: str, group_resource: str, group: str) -> None:
@@ -182,8 +202,14 @@ def retry_group(node: Node, java_client: JavaClient, state_dir: Path) -> RetryGr
         queues=2 * brokers,
         max_reconsume=MAX_RECONSUME,
         retry_queues=brokers,
+        **driver_credentials(secret_credentials(node, f"{CLUSTER}-admin")),
     )
     return RetryGroup(topic, resource, group, MESSAGES // 2)
+
+
+def driver_credentials(credentials: Credentials) -> dict[str, str]:
+    """The Java driver's options that make it sign (``AclClientRPCHook``)."""
+    return {"access-key": credentials.access_key, "secret-key": credentials.secret_key}
 
 
 def dlq_depth_everywhere(node: Node, group: RetryGroup) -> tuple[int, int]:

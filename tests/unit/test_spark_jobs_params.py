@@ -1,13 +1,14 @@
 """The pure parts of the dead-letter jobs and the ``reconsume`` writer: the job's options and
-their refusals, the result JSON within a termination message, a run's scope limited or
-advanced, the writer's schema check and options, and rows turned into messages. No Spark
-session: pyspark is imported for its types only."""
+their refusals, the result JSON within a termination message, a run's scope planned (against
+brokers faked in memory), limited or advanced, the writer's schema check and options, and rows
+turned into messages. No Spark session: pyspark is imported for its types only."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
@@ -26,12 +27,15 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from reconsume.client.admin import AdminClient
+from reconsume.client.routes import BrokerRoute, MessageQueue, TopicRoute
 from reconsume.errors import InvalidArgumentError, InvalidNameError
 from reconsume.message import properties as props
+from reconsume.message.configs import PERM_READ_WRITE, TopicConfig
 from reconsume.spark.jobs.params import Action, JobParams, parse
 from reconsume.spark.jobs.result import COUNTS, TERMINATION_MESSAGE_LIMIT, Result
-from reconsume.spark.jobs.scope import QueueScope, Scope
-from reconsume.spark.ledger import SENDING, Entry, Resume, TargetMark
+from reconsume.spark.jobs.scope import QueueScope, Scope, plan
+from reconsume.spark.ledger import LEDGER_TOPIC, SENDING, Entry, Resume, TargetMark
 from reconsume.spark.offsets import QueueKey
 from reconsume.spark.schema import SCHEMA
 from reconsume.spark.sender import Counts, to_message
@@ -294,6 +298,92 @@ def test_limited_then_advanced_is_what_is_left_of_a_failed_attempt() -> None:
     assert ranges(left) == {A0: (12, 30), A1: (0, 0), B0: (7, 7)}
     assert left.size == 18
     assert left.topic == "%DLQ%orders-consumer"
+
+
+ADDRESS_A, ADDRESS_B = "10.0.0.1:10911", "10.0.0.2:10911"
+
+
+class PlanBrokers:
+    """What :func:`plan` asks of an AdminClient, for two brokers holding one dead-letter queue
+    each (offsets 0..10, 4 handled), the ledger topic on those of ``with_ledger``; records
+    the requests that name a broker."""
+
+    def __init__(self, with_ledger: set[str]) -> None:
+        self.addresses = {"broker-a": ADDRESS_A, "broker-b": ADDRESS_B}
+        self.with_ledger = with_ledger
+        self.requests: list[tuple[str, str]] = []
+        """(request code name, broker address) in order."""
+        self.created: list[TopicConfig] = []
+        self.broker_api = self
+
+    async def route(self, topic: str) -> TopicRoute:
+        brokers = {name: BrokerRoute(name, "c1", {0: a}) for name, a in self.addresses.items()}
+        queues = tuple(MessageQueue(topic, name, 0) for name in self.addresses)
+        return TopicRoute(topic, brokers, queues, queues)
+
+    async def min_offset(self, address: str, queue: MessageQueue) -> int:
+        self.requests.append(("GET_MIN_OFFSET", address))
+        return 0
+
+    async def max_offset(self, address: str, queue: MessageQueue) -> int:
+        self.requests.append(("GET_MAX_OFFSET", address))
+        return 10
+
+    async def committed_offset_at(self, address: str, group: str, queue: MessageQueue) -> int:
+        assert group == "%DLQ%orders-consumer"
+        self.requests.append(("QUERY_CONSUMER_OFFSET", address))
+        return -1 if queue.topic == LEDGER_TOPIC else 4
+
+    async def topic_configs(self, address: str) -> dict[str, TopicConfig]:
+        self.requests.append(("GET_ALL_TOPIC_CONFIG", address))
+        ledger = TopicConfig(LEDGER_TOPIC, 1, 1, PERM_READ_WRITE)
+        return {LEDGER_TOPIC: ledger} if address in self.with_ledger else {}
+
+    async def update_topic(self, config: TopicConfig, *, brokers: list[str]) -> list[str]:
+        self.requests.extend(("UPDATE_AND_CREATE_TOPIC", address) for address in brokers)
+        self.created.append(config)
+        return brokers
+
+    def plan(self, *, prepare_ledger: bool) -> Scope:
+        admin = cast(AdminClient, self)
+        return asyncio.run(
+            plan(admin, "orders-consumer", max_messages=None, prepare_ledger=prepare_ledger)
+        )
+
+
+def created_on(brokers: PlanBrokers) -> list[str]:
+    return [address for code, address in brokers.requests if code == "UPDATE_AND_CREATE_TOPIC"]
+
+
+def test_a_plan_creates_no_ledger_where_the_brokers_have_it() -> None:
+    """Creating a topic needs an admin account; a job whose account is limited to its group
+    only reads the brokers' topics (GET_ALL_TOPIC_CONFIG, any account) and finds the ledger."""
+    brokers = PlanBrokers(with_ledger={ADDRESS_A, ADDRESS_B})
+    scope = brokers.plan(prepare_ledger=True)
+    assert created_on(brokers) == []
+    assert ("GET_ALL_TOPIC_CONFIG", ADDRESS_A) in brokers.requests
+    assert ("GET_ALL_TOPIC_CONFIG", ADDRESS_B) in brokers.requests
+    assert ranges(scope) == {A0: (4, 10), B0: (4, 10)}
+    assert scope.ledger_start == (("broker-a", ADDRESS_A, -1), ("broker-b", ADDRESS_B, -1))
+
+
+def test_a_plan_creates_the_ledger_only_where_it_is_missing() -> None:
+    brokers = PlanBrokers(with_ledger={ADDRESS_A})
+    scope = brokers.plan(prepare_ledger=True)
+    assert created_on(brokers) == [ADDRESS_B]
+    assert brokers.created == [TopicConfig(LEDGER_TOPIC, 1, 1, PERM_READ_WRITE)]
+    assert scope == PlanBrokers(with_ledger={ADDRESS_A, ADDRESS_B}).plan(prepare_ledger=True)
+    everywhere = PlanBrokers(with_ledger=set())
+    everywhere.plan(prepare_ledger=True)
+    assert created_on(everywhere) == [ADDRESS_A, ADDRESS_B]
+    assert len(everywhere.created) == 1  # one call; AdminClient sends a request per broker
+
+
+def test_a_dry_run_plan_neither_creates_nor_looks_for_the_ledger() -> None:
+    brokers = PlanBrokers(with_ledger=set())
+    scope = brokers.plan(prepare_ledger=False)
+    assert not [code for code, _ in brokers.requests if "TOPIC" in code]
+    assert scope == PlanBrokers(with_ledger={ADDRESS_A, ADDRESS_B}).plan(prepare_ledger=True)
 
 
 # ------------------------------------------------------------------ writer schema

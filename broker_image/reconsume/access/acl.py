@@ -114,11 +114,20 @@ class Account:
 
     def granted(self, resource: str) -> tuple[Perm, str]:
         """The permission on ``resource`` (a topic, or ``%RETRY%<group>``) and where it comes
-        from, for messages: the explicit entry, else the default."""
+        from, for messages: the explicit entry, else the default.
+
+        The dead-letter jobs' group ``%DLQ%<group>`` (``dead_letter_job_group``) has the
+        permission of ``<group>``, whose owner owns its dead letters and marks them handled
+        (no ACL file can name ``%DLQ%<group>`` in ``group_perms``); an entry is then named as
+        ``<group>``'s."""
         if is_group_resource(resource):
             group = resource[len(RETRY_GROUP_TOPIC_PREFIX) :]
+            of = ""
+            if group.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                group = group[len(DLQ_GROUP_TOPIC_PREFIX) :]
+                of = f" of group {group}"
             if group in self.group_perms:
-                return self.group_perms[group], "group_perms entry"
+                return self.group_perms[group], f"group_perms entry{of}"
             return self.default_group_perm, "default_group_perm"
         if resource in self.topic_perms:
             return self.topic_perms[resource], "topic_perms entry"

@@ -6,6 +6,8 @@ a consumer group ``g`` is the resource ``%RETRY%g``, so a request on the group's
 (a send of a message to retry, a pull from it) is checked as a request on the group. Its
 dead-letter topic ``%DLQ%g`` is checked as the group too, where RocketMQ checks it as a topic
 of that name: the group's owner reads its dead letters without a topic permission per group.
+So is the group ``%DLQ%g`` whose offsets the dead-letter jobs commit (``dead_letter_job_group``):
+the group's owner marks its dead letters handled with its permission on ``g``.
 
 Where RocketMQ versions differ, 5.3 (the last with this ACL) decides: a send to ``%RETRY%g``
 needs SUB on the group (4.9.8 checked nothing for SEND_MESSAGE and the producer group for

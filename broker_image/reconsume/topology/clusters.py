@@ -69,9 +69,11 @@ class ClusterSpec:
 
     @property
     def access_control(self) -> bool:
-        """Whether requests to the cluster are signed and checked: ``spec.accessControl.enabled``
-        (off when absent, for now: DeadLetterJobs do not carry credentials of their own yet)."""
-        return bool(self.access_enabled)
+        """Whether requests to the cluster are signed and checked: ``spec.accessControl.enabled``,
+        by default on for an operator-run cluster and off for an external one."""
+        if self.access_enabled is not None:
+            return self.access_enabled
+        return not self.external
 
     @property
     def admin_secret_name(self) -> str | None:

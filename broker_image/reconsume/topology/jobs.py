@@ -47,10 +47,16 @@ class DeadLetterJobSpec:
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """What the run reads: the name servers (as pods reach them) and the RocketMQ group."""
+    """What the run reads: the name servers (as pods reach them) and the RocketMQ group; with
+    access control on the cluster, the Secret holding the run's own account."""
 
     name_server: str
     group: str
+    credentials_secret: str | None = None
+    tls_secret: str | None = None
+    """The cluster's ``spec.tls.secretName``: its ``ca.crt`` to trust (None: plaintext)."""
+    tls_certificate: bool = False
+    """Whether the servers ask for a client certificate (the Secret's ``tls.crt`` is shown)."""
 
 
 def job_spec(body: Mapping[str, Any]) -> DeadLetterJobSpec:

@@ -25,7 +25,12 @@ from reconsume.broker.settings import BrokerSettings
 from reconsume.engine.delays import DelayLevels
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.address import HostAddress
+from reconsume.message.names import dead_letter_job_group, dead_letter_topic
 from reconsume.store import FlushMode, MessageStore, StoreSettings
+from reconsume.wire.broker_headers import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.signing import ACCESS_KEY, SIGNATURE, sign
@@ -380,6 +385,63 @@ def test_dead_letter_topic_is_the_group(acl: Acl) -> None:
     )
     refusal = refused(acl, signed(pull("%DLQ%billing", "dlq"), "orders-team"))
     assert "group billing" in refusal.message
+
+
+def _offset_requests(group: str, topic: str) -> list[RemotingCommand]:
+    """An offset commit and an offset query of ``group`` on queue 0 of ``topic``."""
+    update = UpdateConsumerOffsetRequestHeader(
+        consumer_group=group, topic=topic, queue_id=0, commit_offset=5
+    )
+    query = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=0)
+    return [
+        command(RequestCode.UPDATE_CONSUMER_OFFSET, update.to_ext_fields()),
+        command(RequestCode.QUERY_CONSUMER_OFFSET, query.to_ext_fields()),
+    ]
+
+
+DEAD_LETTER_OWNERS = {
+    "accounts": [
+        {
+            "access_key": "orders-owner",
+            "secret_key": "owner-secret",
+            "group_perms": {"orders": "SUB"},
+        },
+        {
+            "access_key": "billing-owner",
+            "secret_key": "billing-secret",
+            "group_perms": {"billing": "SUB"},
+        },
+    ]
+}
+
+
+def test_the_dead_letter_job_group_has_its_groups_permission() -> None:
+    """Dead-letter jobs commit offsets as ``%DLQ%<group>`` (dead_letter_job_group), a group no
+    ACL file can name: it has ``<group>``'s permission."""
+    owners = parse_acl(DEAD_LETTER_OWNERS)
+    job_group, topic = dead_letter_job_group("orders"), dead_letter_topic("orders")
+    assert (job_group, topic) == ("%DLQ%orders", "%DLQ%orders")
+    account = owners.accounts["orders-owner"]
+    assert account.granted("%RETRY%%DLQ%orders") == (SUB, "group_perms entry of group orders")
+    assert account.granted("%RETRY%%DLQ%billing") == (Perm.DENY, "default_group_perm")
+    for request in _offset_requests(job_group, topic):
+        request = signed(request, "orders-owner", "owner-secret")
+        assert owners.check(request, CLIENT, BROKER_RULES) is None
+    for request in _offset_requests(job_group, topic):
+        refusal = refused(owners, signed(request, "billing-owner", "billing-secret"))
+        assert (refusal.reason, refusal.code) == ("no_permission", ResponseCode.NO_PERMISSION)
+        assert refusal.message == (
+            "account billing-owner has no SUB on group %DLQ%orders (its default_group_perm is DENY)"
+        )
+
+
+def test_a_deny_on_the_group_covers_its_dead_letter_job_group(acl: Acl) -> None:
+    for request in _offset_requests("%DLQ%billing", "%DLQ%billing"):
+        refusal = refused(acl, signed(request, "orders-team"))
+        assert refusal.message == (
+            "account orders-team has no SUB on group %DLQ%billing (its group_perms entry of "
+            "group billing is DENY)"
+        )
 
 
 def test_trace_topic_needs_no_permission(acl: Acl) -> None:

@@ -17,6 +17,7 @@ from reconsume.access.acl import acl_digest as broker_digest
 from reconsume.access.acl import parse_acl
 from reconsume.access.perms import Perm
 from reconsume.topology.clusters import cluster_spec
+from reconsume.topology.jobs import Source, job_spec
 from reconsume_operator.acl_render import (
     AccountEntry,
     acl_digest,
@@ -33,6 +34,8 @@ from reconsume_operator.credentials import (
     rotated,
     stored_keys,
 )
+from reconsume_operator.dead_letter_jobs import pod_template
+from reconsume_operator.job_access import job_entry
 from reconsume_operator.user_handlers import key_fields, secret_patch
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -223,6 +226,7 @@ def test_access_control_off_and_tls_on() -> None:
     pods = pods_of(
         {
             "brokers": 1,
+            "accessControl": {"enabled": False},
             "tls": {"secretName": "orders-tls", "mode": "Permissive", "clientAuth": "Required"},
         }
     )
@@ -247,9 +251,92 @@ def test_external_clusters_are_off_unless_asked_and_name_their_secret() -> None:
     external["spec"]["accessControl"] = {"enabled": True, "adminSecret": "ext-keys"}
     assert cluster_spec(external).admin_secret_name == "ext-keys"
     run = cluster_spec({"metadata": {"name": "orders"}})
-    assert not run.access_control
-    assert run.admin_secret_name is None
+    assert run.access_control
+    assert run.admin_secret_name == "orders-admin"
+    off = {"metadata": {"name": "orders"}, "spec": {"accessControl": {"enabled": False}}}
+    assert cluster_spec(off).admin_secret_name is None
     secured = cluster_spec(
         {"metadata": {"name": "orders"}, "spec": {"accessControl": {"enabled": True}}}
     )
     assert secured.admin_secret_name == "orders-admin"
+
+
+# ------------------------------------------------------------------ dead-letter jobs
+def dead_letter_job(action: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "replay", "namespace": "ns", "uid": "u-1", "generation": 1},
+        "spec": {"consumerGroup": "orders-consumer", "action": action, **spec},
+    }
+
+
+GROUP_OBJECT = {
+    "metadata": {"name": "orders-consumer"},
+    "spec": {
+        "groupName": "GID_orders",
+        "subscriptions": [{"topic": "orders"}, {"topic": "refunds"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("action", "spec", "topics"),
+    [
+        ("Reprocess", {}, {"orders": Perm.PUB | Perm.SUB, "refunds": Perm.PUB | Perm.SUB}),
+        ("Reprocess", {"target": {"topic": "replays"}}, {"replays": Perm.PUB | Perm.SUB}),
+        ("Drain", {"sink": {"path": "/out"}}, {}),
+        ("Purge", {}, {}),
+    ],
+)
+def test_a_dead_letter_job_holds_its_group_the_ledger_and_where_it_sends(
+    action: str, spec: dict[str, Any], topics: dict[str, Perm]
+) -> None:
+    (entry,) = job_entry(
+        dead_letter_job(action, **spec), GROUP_OBJECT, [("dlj-1234567", "s-12345678")]
+    )
+    assert not entry.admin
+    assert dict(entry.group_perms) == {"GID_orders": Perm.SUB}
+    assert dict(entry.topic_perms) == {"RECONSUME_DLQ_LEDGER": Perm.PUB | Perm.SUB, **topics}
+    assert entry.default_topic_perm is Perm.DENY
+    acl = parse_acl(tomllib.loads(render_acl([entry])))
+    assert acl.accounts["dlj-1234567"].group_perms == {"GID_orders": Perm.SUB}
+
+
+def test_a_run_mounts_its_account_and_spark_on_kubernetes_passes_it_to_executors() -> None:
+    spec = job_spec(dead_letter_job("Purge"))
+    source = Source("orders-namesrv.ns.svc:9876", "GID_orders", "replay-credentials")
+    pod = pod_template(spec, source, "img")["spec"]
+    assert pod["volumes"] == [
+        {"name": "credentials", "secret": {"secretName": "replay-credentials"}}
+    ]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["RECONSUME_CREDENTIALS_DIR"] == "/var/run/reconsume/credentials"
+    assert "--conf" not in " ".join(a for a in pod["containers"][0]["command"] if "secrets" in a)
+    k8s = job_spec(
+        dead_letter_job("Purge", spark={"master": "k8s://https://kubernetes.default.svc"})
+    )
+    command = pod_template(k8s, source, "img")["spec"]["containers"][0]["command"]
+    assert (
+        "spark.kubernetes.executor.secrets.replay-credentials=/var/run/reconsume/credentials"
+        in command
+    )
+    assert "spark.executorEnv.RECONSUME_CREDENTIALS_DIR=/var/run/reconsume/credentials" in command
+    plain = pod_template(spec, Source("n:9876", "GID_orders"), "img")["spec"]
+    assert "volumes" not in plain
+
+
+def test_a_run_on_a_tls_cluster_trusts_its_ca_and_never_sees_its_key_unless_asked() -> None:
+    spec = job_spec(dead_letter_job("Purge"))
+    source = Source("n:9876", "GID_orders", None, "orders-tls")
+    pod = pod_template(spec, source, "img")["spec"]
+    (volume,) = pod["volumes"]
+    assert volume["secret"] == {
+        "secretName": "orders-tls",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["RECONSUME_TLS"] == "true"
+    assert env["RECONSUME_TLS_CA_FILE"] == "/var/run/reconsume/tls/ca.crt"
+    assert "RECONSUME_TLS_KEY_FILE" not in env
+    mutual = pod_template(spec, Source("n:9876", "GID_orders", None, "orders-tls", True), "img")
+    (volume,) = mutual["spec"]["volumes"]
+    assert [item["key"] for item in volume["secret"]["items"]] == ["ca.crt", "tls.crt", "tls.key"]

@@ -83,7 +83,7 @@ async def plan(
     admin: AdminClient, group: str, *, max_messages: int | None, prepare_ledger: bool
 ) -> Scope:
     """The scope of a run over ``group``'s dead letters; with ``prepare_ledger`` the ledger
-    topic is created on the brokers holding them."""
+    topic is created on the brokers holding them that lack it."""
     topic = dead_letter_topic(group)
     route = await admin.route(topic)
     if route is None:
@@ -106,13 +106,26 @@ async def plan(
         queues.append(QueueScope(QueueKey(queue.broker_name, queue.queue_id), address, start, end))
     brokers = sorted({(q.key.broker, q.address) for q in queues})
     if prepare_ledger:
-        config = TopicConfig(ledger.LEDGER_TOPIC, 1, 1, PERM_READ_WRITE)
-        await admin.update_topic(config, brokers=[address for _, address in brokers])
+        await _create_ledger(admin, [address for _, address in brokers])
     starts = []
     for name, address in brokers:
         queue = MessageQueue(ledger.LEDGER_TOPIC, name, 0)
         starts.append((name, address, await admin.committed_offset_at(address, job_group, queue)))
     return Scope(group, tuple(queues), tuple(starts))
+
+
+async def _create_ledger(admin: AdminClient, addresses: list[str]) -> None:
+    """Create the ledger topic on the brokers at ``addresses`` that do not have it yet.
+    Creating a topic needs an admin account, reading a broker's topics any account: a job
+    signing with an account limited to its group finds the ledger created beforehand."""
+    lacking = [
+        address
+        for address in addresses
+        if ledger.LEDGER_TOPIC not in await admin.topic_configs(address)
+    ]
+    if lacking:
+        config = TopicConfig(ledger.LEDGER_TOPIC, 1, 1, PERM_READ_WRITE)
+        await admin.update_topic(config, brokers=lacking)
 
 
 async def _check_known(admin: AdminClient, group: str) -> None:
