@@ -3,10 +3,17 @@
 A credentials Secret holds ``accessKey`` and ``secretKey`` (the files a client mounts:
 ``reconsume.wire.credential_files``). One the operator generated is labelled
 ``app.kubernetes.io/managed-by: reconsume-operator`` and carries the rotation token its key was
-made for (:data:`TOKEN_ANNOTATION`). Rotating it keeps the old pair as ``previousAccessKey`` and
-``previousSecretKey`` until :data:`EXPIRES_ANNOTATION`: the ACL holds both accounts until then,
-so clients that have not yet read the new files keep working. A Secret the operator did not
-generate is adopted as it is and never written.
+made for (:data:`TOKEN_ANNOTATION`). A rotation has two steps, so that no client ever signs
+with a key a broker does not know yet:
+
+1. the new pair is added as ``nextAccessKey``/``nextSecretKey`` (files no client reads) and
+   the ACL rendered with it beside the current one;
+2. once every broker enforces that ACL, the new pair becomes ``accessKey``/``secretKey`` and
+   the old one ``previousAccessKey``/``previousSecretKey`` until :data:`EXPIRES_ANNOTATION`:
+   the ACL holds both until then, so clients that have not yet read the new files keep
+   working.
+
+A Secret the operator did not generate is adopted as it is and never written.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ ACCESS_KEY = "accessKey"
 SECRET_KEY = "secretKey"
 PREVIOUS_ACCESS_KEY = "previousAccessKey"
 PREVIOUS_SECRET_KEY = "previousSecretKey"
+NEXT_ACCESS_KEY = "nextAccessKey"
+NEXT_SECRET_KEY = "nextSecretKey"
+NEXT_TOKEN_ANNOTATION = "reconsume.io/next-rotation-token"
 TOKEN_ANNOTATION = "reconsume.io/rotation-token"
 EXPIRES_ANNOTATION = "reconsume.io/previous-key-expires"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "reconsume-operator")
@@ -62,11 +72,16 @@ class StoredKeys:
     token: str = ""
     previous: tuple[str, str] | None = field(default=None, repr=False)
     previous_expires: datetime | None = None
+    next: tuple[str, str] | None = field(default=None, repr=False)
+    """A rotation's new pair, not yet handed to clients (step 1)."""
+    next_token: str = ""
 
     def pairs(self, now: datetime) -> list[tuple[str, str]]:
-        """The key pairs valid at ``now``: the current one, and the previous one until it
-        expires."""
+        """The key pairs valid at ``now``: the current one, a rotation's next one, and the
+        previous one until it expires."""
         pairs = [(self.access_key, self.secret_key)]
+        if self.next is not None:
+            pairs.append(self.next)
         if self.previous is not None and not self.expired(now):
             pairs.append(self.previous)
         return pairs
@@ -109,6 +124,8 @@ def stored_keys(secret: Mapping[str, Any]) -> StoredKeys:
     previous = None
     if previous_access is not None and previous_secret is not None:
         previous = (previous_access, previous_secret)
+    next_access, next_secret = _decoded(data, NEXT_ACCESS_KEY), _decoded(data, NEXT_SECRET_KEY)
+    next_pair = None if next_access is None or next_secret is None else (next_access, next_secret)
     expires = None
     if (text := annotations.get(EXPIRES_ANNOTATION)) is not None:
         try:
@@ -124,6 +141,8 @@ def stored_keys(secret: Mapping[str, Any]) -> StoredKeys:
         token=str(annotations.get(TOKEN_ANNOTATION, "")),
         previous=previous,
         previous_expires=expires,
+        next=next_pair,
+        next_token=str(annotations.get(NEXT_TOKEN_ANNOTATION, "")),
     )
 
 
@@ -139,6 +158,8 @@ def credentials_secret(
     token: str = "",
     previous: tuple[str, str] | None = None,
     previous_expires: datetime | None = None,
+    next_pair: tuple[str, str] | None = None,
+    next_token: str = "",
 ) -> dict[str, Any]:
     """A generated credentials Secret (without owner references: the caller adopts it)."""
     data = {ACCESS_KEY: _b64(pair[0]), SECRET_KEY: _b64(pair[1])}
@@ -147,6 +168,10 @@ def credentials_secret(
         data[PREVIOUS_ACCESS_KEY] = _b64(previous[0])
         data[PREVIOUS_SECRET_KEY] = _b64(previous[1])
         annotations[EXPIRES_ANNOTATION] = previous_expires.isoformat()
+    if next_pair is not None:
+        data[NEXT_ACCESS_KEY] = _b64(next_pair[0])
+        data[NEXT_SECRET_KEY] = _b64(next_pair[1])
+        annotations[NEXT_TOKEN_ANNOTATION] = next_token
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -167,22 +192,41 @@ def rotated(
     labels: Mapping[str, str],
     prefix: str,
     token: str,
-    window_s: int,
     now: datetime,
 ) -> dict[str, Any] | None:
-    """The Secret ``stored`` should become: a new pair when ``token`` differs from the one its
-    key was made for (the old pair valid ``window_s`` more), or without its previous pair once
-    that expired; None when it stays as it is (and always for an adopted Secret)."""
+    """The Secret ``stored`` should become: with a new next pair when ``token`` differs from
+    the one its key (or its pending next pair) was made for (step 1), or without its previous
+    pair once that expired; None when it stays as it is (and always for an adopted Secret)."""
     if not stored.generated:
         return None
     current = (stored.access_key, stored.secret_key)
-    if token != stored.token:
-        if window_s <= 0:
-            return credentials_secret(stored.name, namespace, labels, new_key_pair(prefix), token)
-        expires = now + timedelta(seconds=window_s)
+    previous = None if stored.expired(now) else stored.previous
+    pending = stored.next_token if stored.next is not None else stored.token
+    if token != pending:
         return credentials_secret(
-            stored.name, namespace, labels, new_key_pair(prefix), token, current, expires
-        )
+            stored.name, namespace, labels, current, stored.token, previous,
+            stored.previous_expires, new_key_pair(prefix), token,
+        )  # fmt: skip
     if stored.expired(now):
-        return credentials_secret(stored.name, namespace, labels, current, token)
+        return credentials_secret(
+            stored.name, namespace, labels, current, stored.token, None, None,
+            stored.next, stored.next_token,
+        )  # fmt: skip
     return None
+
+
+def promoted(
+    stored: StoredKeys, namespace: str, labels: Mapping[str, str], window_s: int, now: datetime
+) -> dict[str, Any] | None:
+    """Step 2 of a rotation, once every broker knows the next pair: it becomes the current
+    one, the current one the previous one for ``window_s`` (none with 0); None when no
+    rotation is pending."""
+    if stored.next is None:
+        return None
+    current = (stored.access_key, stored.secret_key)
+    if window_s <= 0:
+        return credentials_secret(stored.name, namespace, labels, stored.next, stored.next_token)
+    expires = now + timedelta(seconds=window_s)
+    return credentials_secret(
+        stored.name, namespace, labels, stored.next, stored.next_token, current, expires
+    )

@@ -39,6 +39,7 @@ from reconsume_operator.credentials import (
     StoredKeys,
     credentials_secret,
     new_key_pair,
+    promoted,
     rotated,
     stored_keys,
 )
@@ -90,7 +91,6 @@ def register_users(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> Non
         spec = body.get("spec") or {}
         rotation = spec.get("rotation") or {}
         token = str(rotation.get("token") or "")
-        window_s = int(rotation.get("windowSeconds", DEFAULT_WINDOW_S))
         secret_labels = {**labels(str(spec.get("cluster")), "user"), USER_LABEL: user}
         secret = await get_secret(namespace, name)
         if secret is None:
@@ -109,27 +109,40 @@ def register_users(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> Non
                     f"Secret {name} was generated for another owner ({owners[0].get('kind')} "
                     f"{owners[0].get('name')}); name another one in spec.secretName"
                 )
-        wanted = rotated(keys, namespace, secret_labels, user, token, window_s, utc_now())
+        wanted = rotated(keys, namespace, secret_labels, user, token, utc_now())
         if wanted is None:
             return keys
-        await asyncio.to_thread(
-            ctx.writer.merge_patch,
-            "v1",
-            "Secret",
-            namespace,
-            name,
-            secret_patch(secret, wanted),
-        )
-        if token != keys.token:
-            normal(
-                body,
-                "KeyRotated",
-                f"new access key in Secret {name}; the old one stays valid for {window_s} s",
-            )
+        return await rewrite(namespace, secret, wanted)
+
+    async def rewrite(
+        namespace: str, secret: Mapping[str, Any], wanted: Mapping[str, Any]
+    ) -> StoredKeys:
+        """Patch ``secret`` into ``wanted``; the keys it then holds."""
+        name = str(secret["metadata"]["name"])
+        patch = secret_patch(secret, wanted)
+        await asyncio.to_thread(ctx.writer.merge_patch, "v1", "Secret", namespace, name, patch)
         refreshed = await get_secret(namespace, name)
         if refreshed is None:
             raise CredentialsProblem(f"Secret {name} was deleted while it was rotated")
         return stored_keys(refreshed)
+
+    async def promote(body: kopf.Body, namespace: str, keys: StoredKeys) -> StoredKeys:
+        """Step 2 of a rotation (every broker knows the next key): hand it to the clients."""
+        rotation = (body.get("spec") or {}).get("rotation") or {}
+        window_s = int(rotation.get("windowSeconds", DEFAULT_WINDOW_S))
+        secret = await get_secret(namespace, keys.name)
+        cluster = str((body.get("spec") or {}).get("cluster"))
+        secret_labels = {**labels(cluster, "user"), USER_LABEL: str(body.meta["name"])}
+        wanted = promoted(keys, namespace, secret_labels, window_s, utc_now())
+        if secret is None or wanted is None:
+            return keys
+        promoted_keys = await rewrite(namespace, secret, wanted)
+        normal(
+            body,
+            "KeyRotated",
+            f"new access key in Secret {keys.name}; the old one stays valid for {window_s} s",
+        )
+        return promoted_keys
 
     async def checked_keys(body: kopf.Body, namespace: str) -> StoredKeys:
         """:func:`user_keys`, refused when its whitelist pattern keeps it out of the ACL."""
@@ -189,6 +202,10 @@ def register_users(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> Non
                     message = f"enforced by {len(brokers)} broker(s) of {cluster}"
                     condition = Condition(READY, True, "Applied", message)
                 fields["phase"] = "Ready" if condition.status else "Pending"
+                if condition.status and keys.next is not None:
+                    # Every broker knows the next key (the ACL it enforces holds it).
+                    keys = await promote(body, namespace, keys)
+                    fields.update(key_fields(keys, utc_now()))
                 patch.status.update(
                     status_patch(body.get("status"), generation, utc_now(), [condition], fields)
                 )

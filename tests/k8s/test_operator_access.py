@@ -29,9 +29,10 @@ from reconsume.client.listener import ConcurrentContext, ConsumeStatus
 from reconsume.client.producer import Producer
 from reconsume.client.push import PushConsumer
 from reconsume.client.settings import ConsumerSettings
-from reconsume.errors import RemotingError
+from reconsume.errors import ReconsumeError, RemotingError
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import dead_letter_topic
+from reconsume.wire.credential_files import CredentialFiles
 from reconsume.wire.signing import Credentials
 
 from ..integration.cluster import start_broker
@@ -463,3 +464,71 @@ def test_a_dead_letter_job_runs_with_an_account_limited_to_its_group(
         result = json.loads(message)
         assert (code, result["phase"]) == (0, "Succeeded"), result.get("message")
         assert result["counts"]["resent"] == 6
+
+
+def test_a_rotation_under_load_fails_no_send_and_loses_nothing(
+    resources: Resources,
+    api: kubernetes.client.ApiClient,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+) -> None:
+    """A producer signing with the User's mounted Secret (``CredentialFiles``) sends all along
+    while ``spec.rotation.token`` changes and the window (2 s) ends: it picks the new key up
+    from the files, every send succeeds, every message is stored, and the old key is refused
+    once the window is over."""
+    ns = resources.namespace
+    core = kubernetes.client.CoreV1Api(api)
+    with secured_cluster(resources, api, control_plane, tmp_path) as (namesrv, kubelet):
+        admin_keys = secret_keys(core, ns, "orders-admin")
+        admin = Credentials(admin_keys["accessKey"], admin_keys["secretKey"])
+        create_topic(namesrv.address, admin, "orders")
+        spec = {
+            "cluster": "orders",
+            "topics": [{"name": "orders", "perm": "PUB"}],
+            "rotation": {"token": "1", "windowSeconds": 2},
+        }
+        resources.create("users", "shop", spec)
+        resources.wait_condition("users", "shop", "True", "Applied", timeout_s=30)
+        mounted = kubelet.mount("shop")
+        eventually(lambda: (mounted / "secretKey").exists(), 10, "the User's keys mounted")
+        files = CredentialFiles(mounted, check_interval_s=0.1)
+        old = files.credentials
+        sent: list[str] = []
+        failures: list[str] = []
+
+        async def produce(done: asyncio.Event) -> None:
+            async with Producer([namesrv.address], credentials=files) as producer:
+                while not done.is_set():
+                    body = f"rotation-{len(sent)}"
+                    try:
+                        await producer.send(Message("orders", body.encode()))
+                    except ReconsumeError as exc:
+                        failures.append(str(exc))
+                        continue
+                    sent.append(body)
+
+        async def rotate(done: asyncio.Event) -> None:
+            try:
+                await eventually_async(lambda: len(sent) >= 50, 20, "sends before the rotation")
+                resources.patch("users", "shop", {"spec": {"rotation": {"token": "2"}}})
+                await eventually_async(
+                    lambda: files.credentials.access_key != old.access_key, 20, "the new key used"
+                )
+                mark = len(sent)
+                await eventually_async(lambda: len(sent) >= mark + 50, 20, "sends afterwards")
+            finally:
+                done.set()
+
+        async def run() -> None:
+            done = asyncio.Event()
+            await asyncio.gather(produce(done), rotate(done))
+
+        asyncio.run(run())
+        assert not failures, failures[:3]
+
+        async def stored() -> int:
+            async with AdminClient([namesrv.address], credentials=admin) as client:
+                return await client.topic_depth("orders")
+
+        assert asyncio.run(stored()) == len(sent)
+        eventually(lambda: "(code 16)" in send(namesrv.address, old, "orders"), 20, "old key out")

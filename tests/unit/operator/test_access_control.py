@@ -31,6 +31,7 @@ from reconsume_operator.credentials import (
     CredentialsProblem,
     credentials_secret,
     new_key_pair,
+    promoted,
     rotated,
     stored_keys,
 )
@@ -120,24 +121,37 @@ def test_generated_keys_are_readable_random_and_long_enough() -> None:
     assert len(long_prefix) <= 49
 
 
-def test_a_generated_secret_reads_back_and_rotates_with_a_window() -> None:
+def test_a_generated_secret_rotates_in_two_steps_with_a_window() -> None:
     secret = credentials_secret("shop", "ns", {}, ("shop-00000001", "secret-one-1"), "t1")
     keys = stored_keys(secret)
     assert keys.generated
     assert keys.token == "t1"
     assert keys.pairs(NOW) == [("shop-00000001", "secret-one-1")]
-    assert rotated(keys, "ns", {}, "shop", "t1", 600, NOW) is None
+    assert rotated(keys, "ns", {}, "shop", "t1", NOW) is None
+    assert promoted(keys, "ns", {}, 600, NOW) is None
 
-    wanted = rotated(keys, "ns", {}, "shop", "t2", 600, NOW)
-    assert wanted is not None
-    after = stored_keys(wanted)
-    assert after.access_key != keys.access_key
+    # Step 1: the new pair beside the current one, in files no client reads.
+    step1 = rotated(keys, "ns", {}, "shop", "t2", NOW)
+    assert step1 is not None
+    pending = stored_keys(step1)
+    assert (pending.access_key, pending.token) == ("shop-00000001", "t1")
+    assert pending.next is not None
+    assert pending.next_token == "t2"
+    assert pending.pairs(NOW) == [("shop-00000001", "secret-one-1"), pending.next]
+    assert rotated(pending, "ns", {}, "shop", "t2", NOW) is None  # waits for the brokers
+
+    # Step 2, once every broker knows it: handed to clients, the old pair valid 600 s more.
+    step2 = promoted(pending, "ns", {}, 600, NOW)
+    assert step2 is not None
+    after = stored_keys(step2)
+    assert (after.access_key, after.secret_key) == pending.next
+    assert after.token == "t2"
+    assert after.next is None
     assert after.previous == ("shop-00000001", "secret-one-1")
     assert after.previous_expires == NOW + timedelta(seconds=600)
-    assert after.pairs(NOW) == [(after.access_key, after.secret_key), after.previous]
     later = NOW + timedelta(seconds=601)
     assert after.pairs(later) == [(after.access_key, after.secret_key)]
-    dropped = rotated(after, "ns", {}, "shop", "t2", 600, later)
+    dropped = rotated(after, "ns", {}, "shop", "t2", later)
     assert dropped is not None
     assert stored_keys(dropped).previous is None
     assert stored_keys(dropped).access_key == after.access_key
@@ -147,9 +161,20 @@ def test_a_generated_secret_reads_back_and_rotates_with_a_window() -> None:
 
 def test_a_rotation_without_a_window_drops_the_old_key_at_once() -> None:
     keys = stored_keys(credentials_secret("s", "ns", {}, ("shop-00000001", "secret-one-1")))
-    wanted = rotated(keys, "ns", {}, "shop", "now", 0, NOW)
-    assert wanted is not None
-    assert stored_keys(wanted).previous is None
+    step1 = rotated(keys, "ns", {}, "shop", "now", NOW)
+    assert step1 is not None
+    step2 = promoted(stored_keys(step1), "ns", {}, 0, NOW)
+    assert step2 is not None
+    assert stored_keys(step2).previous is None
+
+
+def test_a_token_changed_again_before_the_brokers_knew_replaces_the_next_key() -> None:
+    keys = stored_keys(credentials_secret("s", "ns", {}, ("shop-00000001", "secret-one-1")))
+    first = stored_keys(rotated(keys, "ns", {}, "shop", "a", NOW) or {})
+    second = stored_keys(rotated(first, "ns", {}, "shop", "b", NOW) or {})
+    assert second.next_token == "b"
+    assert second.next != first.next
+    assert second.access_key == "shop-00000001"
 
 
 def test_an_adopted_secret_is_never_rewritten() -> None:
@@ -163,7 +188,7 @@ def test_an_adopted_secret_is_never_rewritten() -> None:
     keys = stored_keys(adopted)
     assert not keys.generated
     assert keys.secret_key == "billing-secret"
-    assert rotated(keys, "ns", {}, "billing", "new-token", 600, NOW) is None
+    assert rotated(keys, "ns", {}, "billing", "new-token", NOW) is None
 
 
 @pytest.mark.parametrize(
