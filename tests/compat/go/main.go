@@ -8,7 +8,8 @@
 // deadline (--timeout-ms, default 30 s); 1 after an "error" event with the failure; 3 if even
 // shutting down hangs 5 s past the deadline. The client's own log (warnings and errors) goes
 // to the file --log names, else to stderr. With --access-key and --secret-key every request is
-// signed (primitive.Credentials), for servers with access control.
+// signed (primitive.Credentials), for servers with access control; with --tls true every
+// connection is over TLS.
 package main
 
 import (

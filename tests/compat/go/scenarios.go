@@ -69,6 +69,12 @@ func (d *driver) credentials() (c primitive.Credentials, ok bool) {
 	return c, c.AccessKey != "" && c.SecretKey != ""
 }
 
+// tls is --tls true: every connection over TLS (the client's WithTls; it does not verify the
+// servers' certificates).
+func (d *driver) tls() bool {
+	return d.options["tls"] == "true"
+}
+
 // producer is a started producer of its own client instance (group "<group>-producer").
 func (d *driver) producer() (interface {
 	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
@@ -81,6 +87,9 @@ func (d *driver) producer() (interface {
 	}
 	if c, ok := d.credentials(); ok {
 		options = append(options, producer.WithCredentials(c))
+	}
+	if d.tls() {
+		options = append(options, producer.WithTls(true))
 	}
 	p, err := producer.NewDefaultProducer(options...)
 	if err != nil {
@@ -111,6 +120,9 @@ func (d *driver) consumer(instance string, f listener, more ...consumer.Option) 
 	}, more...)
 	if credentials, ok := d.credentials(); ok {
 		options = append(options, consumer.WithCredentials(credentials))
+	}
+	if d.tls() {
+		options = append(options, consumer.WithTls(true))
 	}
 	c, err := consumer.NewPushConsumer(options...)
 	if err != nil {
