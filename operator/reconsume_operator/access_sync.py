@@ -308,7 +308,12 @@ async def ensure_credentials(ctx: OperatorContext, spec: ClusterSpec, address: s
     """Load the cluster's admin account and TLS settings unless a cluster pass already did (a
     Topic's or ConsumerGroup's handler may run first after the operator starts)."""
     if spec.admin_secret_name is not None and address not in ctx.credentials:
-        remember_credentials(ctx, address, await admin_keys(ctx, spec))
+        # An operator-run cluster's admin Secret is made here if its own pass has not yet: both
+        # create it only if missing, then read the one that exists.
+        owner = (
+            None if spec.external else await _get(ctx, "BrokerCluster", spec.namespace, spec.name)
+        )
+        remember_credentials(ctx, address, await admin_keys(ctx, spec, owner))
     if spec.tls_secret is not None and address not in ctx.tls:
         await remember_tls(ctx, spec, address)
 

@@ -32,8 +32,13 @@ from reconsume.client.settings import ConsumerSettings
 from reconsume.errors import ReconsumeError, RemotingError
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import dead_letter_topic
+from reconsume.topology.clusters import cluster_spec
 from reconsume.wire.credential_files import CredentialFiles
 from reconsume.wire.signing import Credentials
+from reconsume_operator.access_sync import ensure_credentials
+from reconsume_operator.config import OperatorConfig
+from reconsume_operator.context import OperatorContext
+from reconsume_operator.kube import ChildWriter
 
 from ..integration.cluster import start_broker
 from ..integration.processes import ServerProcess, start_server
@@ -532,3 +537,28 @@ def test_a_rotation_under_load_fails_no_send_and_loses_nothing(
 
         assert asyncio.run(stored()) == len(sent)
         eventually(lambda: "(code 16)" in send(namesrv.address, old, "orders"), 20, "old key out")
+
+
+def test_a_topic_handler_first_makes_the_clusters_admin_secret_itself(
+    resources: Resources, control_plane: ControlPlane, api: kubernetes.client.ApiClient
+) -> None:
+    """A Topic's or ConsumerGroup's pass may come before its new cluster's first pass (seen on
+    the node tier: the group reported the admin Secret missing): it creates the Secret itself,
+    owned by the cluster, as the cluster's pass would, and signs with it."""
+    ns = resources.namespace
+    resources.create("brokerclusters", "orders", {"brokers": 1})  # no operator running
+    body = resources.get("brokerclusters", "orders") or {}
+    ctx = OperatorContext(OperatorConfig(), ChildWriter(control_plane.configuration()))
+    try:
+        asyncio.run(ensure_credentials(ctx, cluster_spec(body), "ns-address:9876"))
+    finally:
+        ctx.close()
+    keys = secret_keys(kubernetes.client.CoreV1Api(api), ns, "orders-admin")
+    assert ctx.credentials["ns-address:9876"].access_key == keys["accessKey"]
+    secret = kubernetes.client.CoreV1Api(api).read_namespaced_secret("orders-admin", ns)
+    (owner,) = secret.metadata.owner_references
+    assert (owner.kind, owner.name, owner.uid) == (
+        "BrokerCluster",
+        "orders",
+        body["metadata"]["uid"],
+    )
