@@ -15,18 +15,17 @@ explicit ``DENY`` in the User's own spec wins over a grant.
 from __future__ import annotations
 
 import base64
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconsume.access.acl import acl_digest as file_digest
 from reconsume.access.perms import Perm
 from reconsume.topology.clusters import ClusterSpec
 from reconsume_operator.naming import meta
 
 ACL_FILE = "acl.toml"
 """The key of the ACL Secret, and the file's name where it is mounted."""
-DIGEST_LENGTH = 16
 
 _PERM_TEXT = {
     Perm.DENY: "DENY",
@@ -177,9 +176,9 @@ def render_acl(entries: Iterable[AccountEntry], allowed_addresses: Iterable[str]
 
 
 def acl_digest(text: str) -> str:
-    """What a broker reports of the ACL file it loaded (``aclDigest``): the first
-    :data:`DIGEST_LENGTH` hex digits of its SHA-256."""
-    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_LENGTH]
+    """What a broker reports of the ACL file it loaded (``aclDigest``), computed as the broker
+    does (:func:`reconsume.access.acl.acl_digest`)."""
+    return file_digest(text.encode())
 
 
 def acl_secret_name(cluster: str) -> str:

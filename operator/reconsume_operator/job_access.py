@@ -30,7 +30,8 @@ from reconsume_operator.credentials import credentials_secret, new_key_pair, sto
 from reconsume_operator.naming import CREDENTIALS_DIR, TLS_DIR, labels
 
 LEDGER_TOPIC = "RECONSUME_DLQ_LEDGER"
-"""The dead-letter jobs' ledger (``reconsume.spark.ledger``; that package needs Spark)."""
+"""The dead-letter jobs' ledger, ``reconsume.spark.ledger.LEDGER_TOPIC`` (the operator does not
+import the Spark package: .importlinter; a unit test holds the two equal)."""
 SECRET_SUFFIX = "-credentials"
 
 
@@ -66,8 +67,11 @@ def job_entry(
     ]
 
 
-async def ensure_job_secret(ctx: OperatorContext, job: DeadLetterJobSpec, cluster: str) -> str:
-    """The name of the run's credentials Secret, generated (owned by the job) when missing."""
+async def ensure_job_secret(
+    ctx: OperatorContext, job: DeadLetterJobSpec, cluster: str, owner: Mapping[str, Any]
+) -> str:
+    """The name of the run's credentials Secret, generated (owned by ``owner``, the job's
+    owner reference) when missing."""
     secret_name = job_secret_name(job.name)
     found = await asyncio.to_thread(ctx.writer.get, "v1", "Secret", job.namespace, secret_name)
     if found is not None:
@@ -79,16 +83,7 @@ async def ensure_job_secret(ctx: OperatorContext, job: DeadLetterJobSpec, cluste
         labels(cluster, "dead-letter-job"),
         new_key_pair(f"dlj-{job.name}"),
     )
-    created["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "reconsume.io/v1alpha1",
-            "kind": "DeadLetterJob",
-            "name": job.name,
-            "uid": job.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+    created["metadata"]["ownerReferences"] = [dict(owner)]
     await asyncio.to_thread(ctx.writer.create_missing, created)
     return secret_name
 

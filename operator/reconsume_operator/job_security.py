@@ -12,6 +12,7 @@ from reconsume.topology.jobs import DeadLetterJobSpec
 from reconsume_operator.access_sync import brokers_enforce, sync_acl
 from reconsume_operator.clusters import operator_address
 from reconsume_operator.context import OperatorContext
+from reconsume_operator.dead_letter_jobs import owner_reference
 from reconsume_operator.job_access import ensure_job_secret, ensure_ledger
 
 
@@ -22,7 +23,7 @@ async def secure_run(
     cluster has no ACL of its own), else ``(None, what it waits for)``."""
     if cluster.external or not cluster.access_control:
         return None, None
-    secret = await ensure_job_secret(ctx, job, cluster.name)
+    secret = await ensure_job_secret(ctx, job, cluster.name, owner_reference(job))
     acl = await sync_acl(ctx, cluster, body)
     if acl is None:
         return None, None

@@ -65,10 +65,8 @@ def secret_name(body: Mapping[str, Any]) -> str:
 def secret_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
     """A merge patch turning ``current``'s data and annotations into ``wanted``'s (keys
     ``wanted`` lacks are removed)."""
-    patch: dict[str, Any] = {}
-    for path in ("data",):
-        have, want = current.get(path) or {}, wanted.get(path) or {}
-        patch[path] = {**{k: None for k in have if k not in want}, **want}
+    have, want = current.get("data") or {}, wanted.get("data") or {}
+    patch: dict[str, Any] = {"data": {**{k: None for k in have if k not in want}, **want}}
     have = (current.get("metadata") or {}).get("annotations") or {}
     want = wanted["metadata"].get("annotations") or {}
     ours = {k for k in have if k.startswith("reconsume.io/")}

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from reconsume.access.acl import acl_digest as broker_digest
 from reconsume.access.acl import parse_acl
 from reconsume.access.perms import Perm
+from reconsume.spark import ledger
 from reconsume.topology.clusters import cluster_spec
 from reconsume.topology.jobs import Source, job_spec
 from reconsume_operator.acl_render import (
@@ -36,7 +37,7 @@ from reconsume_operator.credentials import (
     stored_keys,
 )
 from reconsume_operator.dead_letter_jobs import pod_template
-from reconsume_operator.job_access import job_entry
+from reconsume_operator.job_access import LEDGER_TOPIC, job_entry
 from reconsume_operator.user_handlers import key_fields, secret_patch
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -365,3 +366,7 @@ def test_a_run_on_a_tls_cluster_trusts_its_ca_and_never_sees_its_key_unless_aske
     mutual = pod_template(spec, Source("n:9876", "GID_orders", None, "orders-tls", True), "img")
     (volume,) = mutual["spec"]["volumes"]
     assert [item["key"] for item in volume["secret"]["items"]] == ["ca.crt", "tls.crt", "tls.key"]
+
+
+def test_the_operator_grants_the_ledger_the_jobs_write() -> None:
+    assert LEDGER_TOPIC == ledger.LEDGER_TOPIC
