@@ -130,14 +130,25 @@ def committed_at_queue_ends(
     """Each queue's max offset, once the group's committed offset is at every queue's end (a
     client commits with one-way requests, so they may land just after it exits)."""
 
+    last: dict[Queue, tuple[int, int]] = {}
+
     async def all_committed() -> dict[Queue, int] | None:
-        offsets = await group_offsets(cluster, group, topic, queues_per_broker)
-        if all(committed == end for committed, end in offsets.values()):
-            return {queue: end for queue, (_, end) in offsets.items()}
+        last.update(await group_offsets(cluster, group, topic, queues_per_broker))
+        if all(committed == end for committed, end in last.values()):
+            return {queue: end for queue, (_, end) in last.items()}
         return None
 
+    def behind() -> str:
+        return "(committed, end) of the queues behind: " + ", ".join(
+            f"{broker}/{queue_id}: {offsets}"
+            for (broker, queue_id), offsets in sorted(last.items())
+            if offsets[0] != offsets[1]
+        )
+
     result: dict[Queue, int] = asyncio.run(
-        eventually(all_committed, what=f"{group}'s offsets of {topic} at the queue ends")
+        eventually(
+            all_committed, what=f"{group}'s offsets of {topic} at the queue ends", detail=behind
+        )
     )
     return result
 

@@ -103,8 +103,11 @@ type listener = func(context.Context, ...*primitive.MessageExt) (consumer.Consum
 // pushConsumer is a started clustering push consumer of the group, subscribed to all of the
 // topic, reading a new group's queues from their first message. assigned lists the queues of a
 // topic its rebalance gave it, from what it reports as its running info; Shutdown first waits
-// until no queue of it holds a message any more: the client sends a failed message back after
-// the listener returned, and a consumer shut down before that drops the listener's result.
+// until no queue of it holds a message any more and the offset it keeps for each queue is past
+// every message the listener was given: the client sends a failed message back after the
+// listener returned, and a consumer shut down before that drops the listener's result; it
+// also takes a message out of its queue's cache before it moves the queue's offset, and
+// Shutdown commits the offsets it holds then.
 type pushConsumer struct {
 	Shutdown func() error
 	assigned func(topic string) []primitive.MessageQueue
@@ -128,7 +131,8 @@ func (d *driver) consumer(instance string, f listener, more ...consumer.Option) 
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Subscribe(d.option("topic"), consumer.MessageSelector{}, f); err != nil {
+	handed := newHanded()
+	if err := c.Subscribe(d.option("topic"), consumer.MessageSelector{}, handed.wrap(f)); err != nil {
 		return nil, err
 	}
 	if err := c.Start(); err != nil {
@@ -144,12 +148,16 @@ func (d *driver) consumer(instance string, f listener, more ...consumer.Option) 
 		return queues
 	}
 	idle := func() bool {
-		for _, pq := range c.GetConsumerRunningInfo(false).MQTable {
+		table := c.GetConsumerRunningInfo(false).MQTable
+		for _, pq := range table {
 			if pq.CachedMsgCount > 0 {
 				return false
 			}
 		}
-		return true
+		return handed.committedPast(func(mq primitive.MessageQueue) (int64, bool) {
+			pq, ok := table[mq]
+			return pq.CommitOffset, ok
+		})
 	}
 	shutdown := func() error {
 		if err := d.await(instance+"'s messages done with", idle); err != nil {
@@ -158,6 +166,42 @@ func (d *driver) consumer(instance string, f listener, more ...consumer.Option) 
 		return c.Shutdown()
 	}
 	return &pushConsumer{Shutdown: shutdown, assigned: assigned}, nil
+}
+
+// handed is the highest queue offset the listener was given, per queue.
+type handed struct {
+	mutex sync.Mutex
+	last  map[primitive.MessageQueue]int64
+}
+
+func newHanded() *handed { return &handed{last: map[primitive.MessageQueue]int64{}} }
+
+func (h *handed) wrap(f listener) listener {
+	return func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		if concurrent, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+			h.mutex.Lock()
+			for _, msg := range msgs {
+				if last, seen := h.last[concurrent.MQ]; !seen || msg.QueueOffset > last {
+					h.last[concurrent.MQ] = msg.QueueOffset
+				}
+			}
+			h.mutex.Unlock()
+		}
+		return f(ctx, msgs...)
+	}
+}
+
+// committedPast: the consumer's offset of every queue it was given messages from is past the
+// last of them (a queue it no longer holds is another consumer's to commit).
+func (h *handed) committedPast(offset func(primitive.MessageQueue) (int64, bool)) bool {
+	h.mutex.Lock()
+	defer h.mutex.Unlock()
+	for mq, last := range h.last {
+		if committed, held := offset(mq); held && committed <= last {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitAssigned waits until the consumer pulls `expected` queues of the topic and prints them.
