@@ -25,6 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 from reconsume.broker.context import BrokerContext, nothing
 from reconsume.broker.election import Elector
@@ -119,7 +120,7 @@ class MasterRole:
         store.epochs.begin(epoch, store.commitlog.write_offset)
         log.info("master in epoch %d from offset %d", epoch, store.commitlog.write_offset)
         context.replicas = self.replicas
-        context.log_grew = self.processor.log_grew
+        context.log_grew = partial(server.dispatcher.after_read, self.processor.log_grew)
         self._visible(self.replicas.read_limit)
         if self.replicas.sync:
             store.replicated = self.replicas.gate

@@ -44,12 +44,35 @@ class Dispatcher:
         self.name = name
         self._handlers: dict[int, Handler] = {}
         self.guard: Guard | None = None
+        self._after_read: list[Callable[[], None]] | None = None
+        """While a read of one of this dispatcher's connections is dispatched: what
+        :meth:`after_read` put off until it is done."""
 
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[code] = handler
 
     def handler(self, code: int) -> Handler | None:
         return self._handlers.get(code)
+
+    def after_read(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the read being dispatched has run every request it holds
+        (at once when no read is): called again within the same read, it still runs once.
+        A master answers its replicas' held requests so — with every send of a read
+        appended, in one answer, instead of with the first while the rest wait for the
+        next round trip."""
+        pending = self._after_read
+        if pending is None:
+            callback()
+        elif callback not in pending:
+            pending.append(callback)
+
+    def _read_done(self, pending: list[Callable[[], None]]) -> None:
+        self._after_read = None
+        for callback in pending:
+            try:
+                callback()
+            except Exception:
+                log.exception("%s: a callback after a read failed", self.name)
 
 
 class Connection(asyncio.Protocol):
@@ -98,6 +121,10 @@ class Connection(asyncio.Protocol):
             log.warning("%s: closing connection from %s: %s", self._dispatcher.name, self.peer, exc)
             self.close()
             return
+        dispatcher = self._dispatcher
+        pending = None
+        if dispatcher._after_read is None:
+            pending = dispatcher._after_read = []
         if len(commands) > 1:
             self._outbox = []
         try:
@@ -109,6 +136,8 @@ class Connection(asyncio.Protocol):
                 else:
                     self._handle(command)
         finally:
+            if pending is not None:
+                dispatcher._read_done(pending)
             outbox, self._outbox = self._outbox, None
             if outbox and self._transport is not None and not self._transport.is_closing():
                 self._transport.write(b"".join(outbox))

@@ -94,3 +94,40 @@ def test_a_guard_that_fails_answers_system_error_and_the_connection_goes_on() ->
     assert "unreadable header" in (failed.remark or "")
     assert served.code == ResponseCode.SUCCESS
     assert served.ext_fields["n"] == "2"
+
+
+def test_work_put_off_until_a_read_is_done_runs_once_after_all_its_requests() -> None:
+    """What a master does with its held replica requests: every send of one read appended
+    before they are answered, once."""
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        events: list[str] = []
+        dispatcher = Dispatcher("test")
+
+        def after() -> None:
+            events.append("after")
+
+        def failing() -> None:
+            events.append("failing")
+            raise RuntimeError("a callback that fails")
+
+        def handle(request: RemotingCommand, _connection: Connection) -> RemotingCommand:
+            events.append(request.ext_fields["n"])
+            dispatcher.after_read(failing)
+            dispatcher.after_read(after)
+            return _echo(request, _connection)
+
+        dispatcher.register(RequestCode.HEART_BEAT, handle)
+        connection = Connection(dispatcher)
+        connection.connection_made(_Transport())  # type: ignore[arg-type]
+        connection.data_received(
+            _request(RequestCode.HEART_BEAT, 1) + _request(RequestCode.HEART_BEAT, 2)
+        )
+        connection.data_received(_request(RequestCode.HEART_BEAT, 3))
+        outside: list[str] = []
+        dispatcher.after_read(lambda: outside.append("at once"))
+        return events, outside
+
+    events, outside = asyncio.run(scenario())
+    assert events == ["1", "2", "failing", "after", "3", "failing", "after"]
+    assert outside == ["at once"]
