@@ -19,11 +19,17 @@ ALI_ONS_STAMP := $(ALI_ONS)/node_modules/.installed-$(shell cat $(ALI_ONS)/packa
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet -e ".[test,lint,fast,operator,spark,demo]"
+	$(BIN)/python -m pip install --quiet -e ".[test,lint,fast,operator,spark,demo,protos]"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-venv: $(STAMP)
+# Apache RocketMQ's gRPC protocol (apache.rocketmq.v2) as Python modules, generated from the
+# published .proto files (tools/gen_protos.py; the tarball cached under $(CACHE_DIR)/protos).
+PROTOS_STAMP := broker_image/reconsume/wire/v2/.generated
+$(PROTOS_STAMP): tools/gen_protos.py $(STAMP)
+	RECONSUME_CACHE_DIR=$(CACHE_DIR) $(BIN)/python tools/gen_protos.py --force
+
+venv: $(STAMP) $(PROTOS_STAMP)
 
 $(ALI_ONS_STAMP): $(ALI_ONS)/package.json $(ALI_ONS)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
@@ -173,13 +179,13 @@ node-packages:
 ## IMAGE_REPOSITORY=<registry>/<path> names them there, PUSH=1 pushes them
 IMAGE_BASE ?= public
 IMAGE_REPOSITORY ?= ghcr.io/reconsume
-images: $(STAMP)
+images: $(STAMP) $(PROTOS_STAMP)
 	$(BIN)/python tools/build_images.py --base $(IMAGE_BASE) --repository $(IMAGE_REPOSITORY) \
 		--archives $(RECONSUME_IMAGE_ARCHIVES) $(if $(filter 1 true yes,$(PUSH)),--push)
 
 ## node-deps: what the node tier needs: packages, kube-bin, the images (Debian bases) and the
 ## node's pause and CoreDNS images
-node-deps: node-packages kube-bin $(STAMP)
+node-deps: node-packages kube-bin $(STAMP) $(PROTOS_STAMP)
 	@if command -v buildah >/dev/null 2>&1 && command -v mmdebstrap >/dev/null 2>&1 \
 			&& [ "$$(id -u)" = 0 ] && [ -x $(KUBE_BIN_DIR)/pause ]; then \
 		$(MAKE) --no-print-directory images IMAGE_BASE=debian \
@@ -227,11 +233,11 @@ chart-deps: $(HELM)
 	fi
 
 ## demo: run the most complete thing reconsume can do on this machine, no cluster needed
-demo: $(STAMP)
+demo: $(STAMP) $(PROTOS_STAMP)
 	$(BIN)/reconsume demo
 
 ## lint: ruff, mypy --strict, the import-linter layer contracts and one version everywhere
-lint: $(STAMP)
+lint: $(STAMP) $(PROTOS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -258,7 +264,7 @@ $(BENCH_JAVA_STAMP): $(BENCH_JAVA_SOURCES)
 bench-java: $(BENCH_JAVA_STAMP)
 
 ## bench: run the benchmarks and rewrite bench/RESULTS.md
-bench: $(STAMP) bench-java
+bench: $(STAMP) $(PROTOS_STAMP) bench-java
 	$(BIN)/python -m bench.run --write bench/RESULTS.md
 
 # clean keeps $(CACHE_DIR): downloads and the built kube-apiserver outlive the work tree.

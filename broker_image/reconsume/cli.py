@@ -156,8 +156,15 @@ def _broker(args: argparse.Namespace) -> int:
         print(f"reconsume broker serving HTTP on {address}", flush=True)
 
     broker = Broker(settings, on_http_listening=http_listening)
+
+    async def start() -> str:
+        address = await broker.start()
+        if broker.grpc_address:
+            print(f"reconsume broker serving gRPC on {broker.grpc_address}", flush=True)
+        return address
+
     try:
-        return run_until_signalled(broker.start, broker.stop, "reconsume broker")
+        return run_until_signalled(start, broker.stop, "reconsume broker")
     except ReconsumeError as exc:
         print(f"reconsume broker: {exc}", file=sys.stderr)
         return 1

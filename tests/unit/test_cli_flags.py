@@ -152,6 +152,7 @@ BROKER_FLAGS = [
     (["--delay-levels", "1s 2s"], {"delay_levels": "1s 2s"}),
     (["--timer-max-delay-s", "60"], {"timer_max_delay_s": 60}),
     (["--http-listen", "127.0.0.1:8080"], {"http_listen": "127.0.0.1:8080"}),
+    (["--grpc-listen", "127.0.0.1:8081"], {"grpc_listen": "127.0.0.1:8081"}),
     (["--register-interval-s", "2.5"], {"register_interval_s": 2.5}),
     (["--acl-file", "/etc/acl.toml"], {"acl_file": "/etc/acl.toml"}),
     *TLS_FLAGS,

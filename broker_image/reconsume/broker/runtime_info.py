@@ -124,10 +124,14 @@ class BrokerInfoProcessor:
         context: BrokerContext,
         throughput: Throughput,
         acl_digest: Callable[[], str | None] = lambda: None,
+        grpc_address: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.context = context
         self.throughput = throughput
         self.boot_ms = int(time.time() * 1000)
+        self.grpc_address = grpc_address
+        """``ip:port`` of this broker's gRPC service (None: it serves none): ``grpcAddress``,
+        where the gRPC services of the other brokers route 5.x clients for its queues."""
         self.acl_digest = acl_digest
         """The digest of the ACL file in force (None: access control off): ``aclDigest``,
         which tells whoever wrote the file that this broker enforces it."""
@@ -171,6 +175,8 @@ class BrokerInfoProcessor:
             values[name] = "0"
         if (digest := self.acl_digest()) is not None:
             values["aclDigest"] = digest
+        if (grpc := self.grpc_address()) is not None:
+            values["grpcAddress"] = grpc
         return values
 
     def runtime_info(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:

@@ -34,6 +34,8 @@ from reconsume.broker.clients import ClientProcessor
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.failover import RoleKeeper
 from reconsume.broker.http_endpoint import HttpEndpoint, Request, Response, text
+from reconsume.broker.messaging.routes import Routes
+from reconsume.broker.messaging.service import MessagingService
 from reconsume.broker.metrics import broker_registry
 from reconsume.broker.offsets import OffsetProcessor
 from reconsume.broker.pull import PullProcessor
@@ -52,7 +54,14 @@ from reconsume.store import MessageStore
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.tls_server import TlsListener
-from reconsume.wire.transport import Connection, Dispatcher, Handler, HandlerResult, RemotingServer
+from reconsume.wire.transport import (
+    Connection,
+    Dispatcher,
+    Handler,
+    HandlerResult,
+    RemotingClient,
+    RemotingServer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +126,10 @@ class Broker:
         self._housekeeping: asyncio.Task[None] | None = None
         self._throughput: Throughput | None = None
         self._stopping = False
+        self._messaging: MessagingService | None = None
+        self._routes_client: RemotingClient | None = None
+        self.grpc_address = ""
+        """The advertised ``ip:port`` of the gRPC service, once started; empty without one."""
 
     @property
     def context(self) -> BrokerContext:
@@ -262,6 +275,7 @@ class Broker:
         if (acl := self.acl_guard()) is not None:
             acl.start()
         roles.start_failover()
+        await self._start_messaging(store_host)
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
             "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush, TLS %s)",
@@ -275,6 +289,24 @@ class Broker:
             settings.tls_mode,
         )
         return self.address
+
+    async def _start_messaging(self, store_host: HostAddress) -> None:
+        """The gRPC service of RocketMQ 5's clients, when ``grpc_listen`` asks for it."""
+        address = self.settings.grpc_address()
+        if address is None:
+            return
+        client = self._routes_client = RemotingClient()
+        routes = Routes(
+            client,
+            self.settings.namesrv_addresses,
+            lambda: (self.address, self.grpc_address),
+            lambda topic: self.context.topic(topic),
+        )
+        service = MessagingService(self.dispatcher, lambda: self.context, routes)
+        port = await _listen("grpc_listen", address[0], address[1], service.start)
+        self._messaging = service
+        self.grpc_address = str(HostAddress(store_host.ip, port))
+        log.info("broker %s serving gRPC on %s", self.settings.broker_name, self.grpc_address)
 
     def _topic_wrapper(self) -> dict[str, Any]:
         """``TopicConfigSerializeWrapper``: the topic table and its data version."""
@@ -296,7 +328,9 @@ class Broker:
         admin = AdminProcessor(context)
         self._throughput = throughput = Throughput(context.stats, time.monotonic())
         admin_stats = AdminStatsProcessor(context, throughput)
-        info = BrokerInfoProcessor(context, throughput, self._acl_digest)
+        info = BrokerInfoProcessor(
+            context, throughput, self._acl_digest, lambda: self.grpc_address or None
+        )
         handlers: dict[int, Handler] = {
             RequestCode.SEND_MESSAGE: send.send,
             RequestCode.SEND_MESSAGE_V2: send.send,
@@ -346,6 +380,12 @@ class Broker:
         then stop the HTTP endpoint."""
         self._stopping = True
         self.server.stop_accepting()
+        if self._messaging is not None:
+            await self._messaging.stop()
+            self._messaging = None
+        if self._routes_client is not None:
+            await self._routes_client.close()
+            self._routes_client = None
         if self._roles is not None:
             await self._roles.hand_over()
         if self._housekeeping is not None:

@@ -256,6 +256,15 @@ class BrokerSettings:
     )
     """``ip:port`` of the HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``); port 0 picks
     a free one. None: no HTTP endpoint."""
+    grpc_listen: str | None = field(
+        default=None,
+        metadata=flag(
+            "--grpc-listen",
+            "host:port of the gRPC service of RocketMQ 5's clients (apache.rocketmq.v2)",
+        ),
+    )
+    """``ip:port`` of the gRPC service Apache RocketMQ 5's clients speak
+    (:mod:`reconsume.broker.messaging`); port 0 picks a free one. None: no gRPC service."""
     register_interval_s: float = field(
         default=30.0,
         metadata=flag(
@@ -351,6 +360,21 @@ class BrokerSettings:
                 len(hosts) == 1 or any(host.is_unspecified for host in hosts)
             ):
                 raise _invalid("http_listen", f"port {http_port} is the remoting port (listen)")
+        if self.grpc_listen is not None:
+            _, grpc_port = self.grpc_address() or ("", 0)
+            if grpc_port != 0 and grpc_port in (
+                self.listen_port,
+                (self.http_address() or ("", 0))[1],
+            ):
+                raise _invalid(
+                    "grpc_listen", f"port {grpc_port} is already the remoting or HTTP port"
+                )
+            if self.acl_file is not None:
+                raise _invalid(
+                    "grpc_listen",
+                    "the gRPC service does not authenticate RocketMQ 5's clients yet: it is not "
+                    "served with access control on",
+                )
         if not (math.isfinite(self.register_interval_s) and self.register_interval_s > 0):
             raise _invalid("register_interval_s", f"{self.register_interval_s} is not positive")
         if self.metrics_max_queue_series < 0:
@@ -379,6 +403,15 @@ class BrokerSettings:
         address = _parse_address("http_listen", self.http_listen)
         if address.port > 65535:
             raise _invalid("http_listen", f"port {address.port} is not 0-65535")
+        return str(ipaddress.ip_address(address.ip)), address.port
+
+    def grpc_address(self) -> tuple[str, int] | None:
+        """``(ip, port)`` of the gRPC service, or None when there is none."""
+        if self.grpc_listen is None:
+            return None
+        address = _parse_address("grpc_listen", self.grpc_listen)
+        if address.port > 65535:
+            raise _invalid("grpc_listen", f"port {address.port} is not 0-65535")
         return str(ipaddress.ip_address(address.ip)), address.port
 
     def advertised(self, bound_port: int) -> HostAddress:

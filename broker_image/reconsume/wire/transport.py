@@ -159,6 +159,12 @@ class Connection(asyncio.Protocol):
             self._on_close(self)
 
     # -------------------------------------------------------------- requests in
+    def serve(self, request: RemotingCommand) -> None:
+        """Run ``request`` as if it had been read from this connection: the guard, then its
+        handler; the answer goes to :meth:`send` (a connection inside the server overrides
+        it to take answers in, as the gRPC service does)."""
+        self._handle(request)
+
     def _handle(self, request: RemotingCommand) -> None:
         handler = self._dispatcher.handler(request.code)
         if handler is None:

@@ -1,0 +1,78 @@
+"""Remoting requests the gRPC service makes of its own broker, in process.
+
+A :class:`LocalConnection` is a :class:`~reconsume.wire.transport.Connection` without a
+socket: :meth:`LocalConnection.request` runs a request through the broker's dispatcher (the
+access-control guard, then the handler, as if a 4.x client had sent it) and returns the
+answer the handler gives, now or later (a send under Sync flush or Sync replication is
+answered when it counts as stored). Records keep the gRPC client's address as born host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from reconsume.errors import RemotingTimeoutError
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.transport import Connection, Dispatcher
+
+
+class _NoSocket:
+    """What a Connection asks of its transport, for a connection that has none."""
+
+    def __init__(self, peer: tuple[str, int]) -> None:
+        self._peer = peer
+        self._closing = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._peer if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def write(self, data: bytes) -> None:  # nothing is written: answers go to send()
+        pass
+
+    def close(self) -> None:
+        self._closing = True
+
+
+class LocalConnection(Connection):
+    """One gRPC call's way into the broker's handlers."""
+
+    def __init__(self, dispatcher: Dispatcher, peer: tuple[str, int]) -> None:
+        super().__init__(dispatcher)
+        self._answers: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.connection_made(_NoSocket(peer))  # type: ignore[arg-type]
+
+    def send(self, command: RemotingCommand) -> None:
+        """Take a handler's answer in. Requests the broker sends to its clients' connections
+        (NOTIFY_CONSUMER_IDS_CHANGED) do not come here: no consumer registers through one."""
+        future = self._answers.pop(command.opaque, None)
+        if future is not None and not future.done():
+            future.set_result(command)
+
+    async def request(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """The broker's answer to ``request``."""
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._answers[request.opaque] = future
+        try:
+            self.serve(request)
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError as exc:
+            raise RemotingTimeoutError(
+                f"{request.describe()}: no answer from the broker within {timeout_s:g}s"
+            ) from exc
+        finally:
+            self._answers.pop(request.opaque, None)
+
+
+def peer_of(grpc_peer: str) -> tuple[str, int]:
+    """``(host, port)`` of a gRPC peer string (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``); the
+    unknown address for anything else (a Unix socket)."""
+    scheme, _, rest = grpc_peer.partition(":")
+    if scheme not in ("ipv4", "ipv6"):
+        return ("0.0.0.0", 0)
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    return (host or "0.0.0.0", int(port) if port.isdigit() else 0)

@@ -1,0 +1,205 @@
+"""The gRPC server: ``apache.rocketmq.v2.MessagingService`` on the broker's event loop
+(grpc.aio), each method answered from the broker's own handlers.
+
+Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, Telemetry (settings),
+NotifyClientTermination. A method not listed answers gRPC's UNIMPLEMENTED, as any gRPC server
+does for a method it lacks. A request the service refuses is answered with a Status carrying
+the proxy's code (the call itself succeeds, as with Apache RocketMQ's proxy); a request that
+does not decode fails the call with INVALID_ARGUMENT and closes nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+from grpc import aio
+
+from reconsume.broker.context import BrokerContext
+from reconsume.broker.messaging import produce
+from reconsume.broker.messaging.local import LocalConnection, peer_of
+from reconsume.broker.messaging.routes import Routes
+from reconsume.broker.messaging.settings import answer as settings_answer
+from reconsume.broker.messaging.status import Refused, status
+from reconsume.errors import InvalidArgumentError, RemotingError
+from reconsume.message.names import validate_topic
+from reconsume.wire.transport import Dispatcher
+from reconsume.wire.v2 import definition_pb2 as pb
+from reconsume.wire.v2 import service_pb2 as spb
+
+log = logging.getLogger(__name__)
+
+SERVICE = "apache.rocketmq.v2.MessagingService"
+SEND_TIMEOUT_S = 10.0
+"""The longest a send waits for the broker's answer (Sync flush or replication included)."""
+CLIENT_ID = "x-mq-client-id"
+
+Request = TypeVar("Request", bound=Message)
+Response = TypeVar("Response", bound=Message)
+
+
+def _topic(resource: pb.Resource) -> None:
+    try:
+        validate_topic(resource.name)
+    except InvalidArgumentError as exc:
+        raise Refused(pb.ILLEGAL_TOPIC, str(exc)) from exc
+
+
+def _unary(
+    behavior: Callable[[Request, aio.ServicerContext[Request, Response]], Awaitable[Response]],
+    request_type: type[Request],
+    response_type: type[Response],
+) -> grpc.RpcMethodHandler[Request, Response]:
+    """A unary method whose refusals become the response's Status."""
+
+    async def run(request: Request, context: aio.ServicerContext[Request, Response]) -> Response:
+        try:
+            return await behavior(request, context)
+        except Refused as refused:
+            return response_type(status=refused.status())
+        except RemotingError as exc:
+            return response_type(status=status(pb.INTERNAL_SERVER_ERROR, str(exc)))
+        except Exception as exc:  # a bug answers this call only, never the service
+            log.exception("gRPC %s failed", request_type.DESCRIPTOR.name)
+            return response_type(status=status(pb.INTERNAL_SERVER_ERROR, repr(exc)))
+
+    return grpc.unary_unary_rpc_method_handler(
+        run,
+        request_deserializer=request_type.FromString,
+        response_serializer=response_type.SerializeToString,
+    )
+
+
+class MessagingService:
+    """The broker's gRPC port; :meth:`start` on the broker's loop, :meth:`stop` before the
+    broker stops."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        context: Callable[[], BrokerContext],
+        routes: Routes,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._context = context
+        self.routes = routes
+        self._server: aio.Server | None = None
+
+    def _handlers(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+        return {
+            "QueryRoute": _unary(self.query_route, spb.QueryRouteRequest, spb.QueryRouteResponse),
+            "Heartbeat": _unary(self.heartbeat, spb.HeartbeatRequest, spb.HeartbeatResponse),
+            "SendMessage": _unary(
+                self.send_message, spb.SendMessageRequest, spb.SendMessageResponse
+            ),
+            "QueryAssignment": _unary(
+                self.query_assignment, spb.QueryAssignmentRequest, spb.QueryAssignmentResponse
+            ),
+            "NotifyClientTermination": _unary(
+                self.notify_termination,
+                spb.NotifyClientTerminationRequest,
+                spb.NotifyClientTerminationResponse,
+            ),
+            "Telemetry": grpc.stream_stream_rpc_method_handler(
+                self.telemetry,
+                request_deserializer=spb.TelemetryCommand.FromString,
+                response_serializer=spb.TelemetryCommand.SerializeToString,
+            ),
+        }
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0 picks a port); returns the port."""
+        server = aio.server()
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, self._handlers()),)
+        )
+        bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        if bound == 0:
+            raise InvalidArgumentError(f"grpc_listen: cannot listen on {host}:{port}")
+        await server.start()
+        self._server = server
+        return bound
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None
+
+    # ------------------------------------------------------------------ methods
+    async def query_route(
+        self, request: spb.QueryRouteRequest, _context: aio.ServicerContext[Any, Any]
+    ) -> spb.QueryRouteResponse:
+        _topic(request.topic)
+        queues = await self.routes.message_queues(request.topic)
+        return spb.QueryRouteResponse(status=status(pb.OK), message_queues=queues)
+
+    async def heartbeat(
+        self, _request: spb.HeartbeatRequest, _context: aio.ServicerContext[Any, Any]
+    ) -> spb.HeartbeatResponse:
+        return spb.HeartbeatResponse(status=status(pb.OK))
+
+    async def notify_termination(
+        self, _request: spb.NotifyClientTerminationRequest, _context: aio.ServicerContext[Any, Any]
+    ) -> spb.NotifyClientTerminationResponse:
+        return spb.NotifyClientTerminationResponse(status=status(pb.OK))
+
+    async def query_assignment(
+        self, request: spb.QueryAssignmentRequest, _context: aio.ServicerContext[Any, Any]
+    ) -> spb.QueryAssignmentResponse:
+        _topic(request.topic)
+        config = self._context().store.groups.get(request.group.name)
+        fifo = config is not None and config.consume_message_orderly
+        assignments = await self.routes.assignments(request.topic, fifo)
+        if not assignments:
+            return spb.QueryAssignmentResponse(status=status(pb.FORBIDDEN, "no readable queue"))
+        return spb.QueryAssignmentResponse(status=status(pb.OK), assignments=assignments)
+
+    async def send_message(
+        self, request: spb.SendMessageRequest, context: aio.ServicerContext[Any, Any]
+    ) -> spb.SendMessageResponse:
+        if not request.messages:
+            raise Refused(pb.BAD_REQUEST, "no message to send")
+        connection = LocalConnection(self._dispatcher, peer_of(context.peer()))
+        max_delay_ms = self._context().settings.timer_max_delay_s * 1000
+        entries: list[spb.SendResultEntry] = []
+        for message in request.messages:
+            _topic(message.topic)
+            try:
+                command = produce.send_request(message, max_delay_ms)
+            except Refused as refused:
+                entries.append(spb.SendResultEntry(status=refused.status()))
+                continue
+            answer = await connection.request(command, SEND_TIMEOUT_S)
+            entries.append(produce.entry(message, answer))
+        codes = {entry.status.code for entry in entries}
+        overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS)
+        return spb.SendMessageResponse(status=overall, entries=entries)
+
+    async def telemetry(
+        self,
+        commands: AsyncIterator[spb.TelemetryCommand],
+        _context: aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[spb.TelemetryCommand]:
+        """Each Settings the client reports is answered with the server's; the stream stays
+        open for as long as the client keeps it (it is how a server reaches a client)."""
+        async for command in commands:
+            if not command.HasField("settings"):
+                continue  # thread stack traces, verification results: nothing asked them
+            context = self._context()
+            settings = command.settings
+            group = None
+            if settings.HasField("subscription"):
+                group = context.store.groups.get(settings.subscription.group.name)
+            yield spb.TelemetryCommand(
+                status=status(pb.OK),
+                settings=settings_answer(
+                    settings,
+                    group,
+                    context.delays,
+                    max_body_bytes=context.store.settings.max_message_bytes,
+                    max_delay_ms=context.settings.timer_max_delay_s * 1000,
+                ),
+            )
