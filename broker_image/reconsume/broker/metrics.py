@@ -122,7 +122,15 @@ class BrokerCollector(Collector):
         pulls = _counter("pull_requests", "Answered pull requests, by result.", ["result"])
         for result, count in sorted(stats.pulls.items()):
             pulls.add_metric([result], count)
-        yield from (messages_in, bytes_in, messages_out, pulls)
+        pop = _counter(
+            "pop_messages",
+            "Pop consumption by RocketMQ 5's clients, per group and event: received, acked, "
+            "invisible_changed, expired (taken back unacknowledged), forwarded (to the DLQ).",
+            ["group", "event"],
+        )
+        for (group, event), count in sorted(stats.pop.items()):
+            pop.add_metric([group, event], count)
+        yield from (messages_in, bytes_in, messages_out, pulls, pop)
 
     def _store(self, context: BrokerContext) -> Iterable[GaugeMetricFamily]:
         store = context.store

@@ -27,6 +27,7 @@ class BrokerStats:
         "dead_letters",
         "messages_in",
         "messages_out",
+        "pop",
         "pulls",
         "retries_dropped",
         "send_backs",
@@ -48,6 +49,10 @@ class BrokerStats:
         """Messages stored in ``%DLQ%<group>``, per (consumer group, origin topic)."""
         self.retries_dropped: dict[str, int] = {}
         """Send-backs of groups with ``retryQueueNums`` 0, acknowledged and dropped."""
+        self.pop: dict[tuple[str, str], int] = {}
+        """Pop consumption (RocketMQ 5's clients), per (consumer group, event): ``received``,
+        ``acked``, ``invisible_changed``, ``expired`` (taken back at the end of its invisible
+        duration), ``forwarded`` (to the dead letters by the client)."""
 
     def stored(self, topic: str, messages: int, body_bytes: int) -> None:
         self.messages_in[topic] = self.messages_in.get(topic, 0) + messages
@@ -72,6 +77,10 @@ class BrokerStats:
         """A message of ``group`` first sent to ``origin_topic`` became a dead letter."""
         key = (group, origin_topic)
         self.dead_letters[key] = self.dead_letters.get(key, 0) + 1
+
+    def popped(self, group: str, event: str, messages: int = 1) -> None:
+        key = (group, event)
+        self.pop[key] = self.pop.get(key, 0) + messages
 
     def retry_dropped(self, group: str) -> None:
         self.retries_dropped[group] = self.retries_dropped.get(group, 0) + 1

@@ -1,7 +1,8 @@
 """The gRPC server: ``apache.rocketmq.v2.MessagingService`` on the broker's event loop
 (grpc.aio), each method answered from the broker's own handlers.
 
-Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, Telemetry (settings),
+Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, ReceiveMessage, AckMessage,
+ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue, Telemetry (settings),
 NotifyClientTermination. A method not listed answers gRPC's UNIMPLEMENTED, as any gRPC server
 does for a method it lacks. A request the service refuses is answered with a Status carrying
 the proxy's code (the call itself succeeds, as with Apache RocketMQ's proxy); a request that
@@ -20,7 +21,9 @@ from grpc import aio
 
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.messaging import produce
+from reconsume.broker.messaging.consume import ConsumeService
 from reconsume.broker.messaging.local import LocalConnection, peer_of
+from reconsume.broker.messaging.pop import PopEngine
 from reconsume.broker.messaging.routes import Routes
 from reconsume.broker.messaging.settings import answer as settings_answer
 from reconsume.broker.messaging.status import Refused, status
@@ -39,6 +42,13 @@ CLIENT_ID = "x-mq-client-id"
 
 Request = TypeVar("Request", bound=Message)
 Response = TypeVar("Response", bound=Message)
+
+
+def _client_id(context: aio.ServicerContext[Any, Any]) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID:
+            return value if isinstance(value, str) else value.decode()
+    return ""
 
 
 def _topic(resource: pb.Resource) -> None:
@@ -87,6 +97,10 @@ class MessagingService:
         self._context = context
         self.routes = routes
         self._server: aio.Server | None = None
+        self._telemetry: dict[str, int] = {}
+        """Open Telemetry streams per client id: a client with one is connected."""
+        self.pop = PopEngine(context, lambda client: self._telemetry.get(client, 0) > 0)
+        self.consume = ConsumeService(context, self.pop)
 
     def _handlers(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
         return {
@@ -102,6 +116,22 @@ class MessagingService:
                 self.notify_termination,
                 spb.NotifyClientTerminationRequest,
                 spb.NotifyClientTerminationResponse,
+            ),
+            "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
+                self.receive_message,
+                request_deserializer=spb.ReceiveMessageRequest.FromString,
+                response_serializer=spb.ReceiveMessageResponse.SerializeToString,
+            ),
+            "AckMessage": _unary(self.ack_message, spb.AckMessageRequest, spb.AckMessageResponse),
+            "ChangeInvisibleDuration": _unary(
+                self.change_invisible_duration,
+                spb.ChangeInvisibleDurationRequest,
+                spb.ChangeInvisibleDurationResponse,
+            ),
+            "ForwardMessageToDeadLetterQueue": _unary(
+                self.forward_to_dead_letters,
+                spb.ForwardMessageToDeadLetterQueueRequest,
+                spb.ForwardMessageToDeadLetterQueueResponse,
             ),
             "Telemetry": grpc.stream_stream_rpc_method_handler(
                 self.telemetry,
@@ -121,12 +151,14 @@ class MessagingService:
             raise InvalidArgumentError(f"grpc_listen: cannot listen on {host}:{port}")
         await server.start()
         self._server = server
+        self.pop.start()
         return bound
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
+        await self.pop.stop()
 
     # ------------------------------------------------------------------ methods
     async def query_route(
@@ -178,13 +210,50 @@ class MessagingService:
         overall = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS)
         return spb.SendMessageResponse(status=overall, entries=entries)
 
+    async def receive_message(
+        self, request: spb.ReceiveMessageRequest, context: aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        async for response in self.consume.receive(request, _client_id(context)):
+            yield response
+
+    async def ack_message(
+        self, request: spb.AckMessageRequest, _context: aio.ServicerContext[Any, Any]
+    ) -> spb.AckMessageResponse:
+        return self.consume.ack(request)
+
+    async def change_invisible_duration(
+        self, request: spb.ChangeInvisibleDurationRequest, _context: aio.ServicerContext[Any, Any]
+    ) -> spb.ChangeInvisibleDurationResponse:
+        return self.consume.change_invisible(request)
+
+    async def forward_to_dead_letters(
+        self,
+        request: spb.ForwardMessageToDeadLetterQueueRequest,
+        _context: aio.ServicerContext[Any, Any],
+    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        return self.consume.forward(request)
+
     async def telemetry(
         self,
         commands: AsyncIterator[spb.TelemetryCommand],
-        _context: aio.ServicerContext[Any, Any],
+        context: aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """Each Settings the client reports is answered with the server's; the stream stays
-        open for as long as the client keeps it (it is how a server reaches a client)."""
+        open for as long as the client keeps it (it is how a server reaches a client, and
+        what keeps a push consumer's leases renewed)."""
+        client = _client_id(context)
+        self._telemetry[client] = self._telemetry.get(client, 0) + 1
+        try:
+            async for response in self._settings(commands):
+                yield response
+        finally:
+            self._telemetry[client] -= 1
+            if self._telemetry[client] <= 0:
+                del self._telemetry[client]
+
+    async def _settings(
+        self, commands: AsyncIterator[spb.TelemetryCommand]
+    ) -> AsyncIterator[spb.TelemetryCommand]:
         async for command in commands:
             if not command.HasField("settings"):
                 continue  # thread stack traces, verification results: nothing asked them

@@ -1,0 +1,83 @@
+"""Stored messages as ``apache.rocketmq.v2.Message`` (Apache RocketMQ's ``GrpcConverter``):
+what a 5.x consumer receives, whoever sent the message.
+
+The message id is the producer's ``UNIQ_KEY`` (a 5.x id, or a 4.x client's), else the offset
+message id; a retry or dead letter keeps its original's. The topic is the one it was sent to
+(RETRY_TOPIC for a retry read from ``%RETRY%<group>``). The body digest is CRC32, upper-case
+hex, as the clients check it; a compressed 4.x body is inflated first.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import zlib
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from reconsume.broker.messaging.pop import Lease
+from reconsume.message import properties as props
+from reconsume.message.model import StoredMessage
+from reconsume.wire.v2 import definition_pb2 as pb
+
+_SYSTEM = frozenset(
+    {
+        props.TAGS, props.KEYS, props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, props.SHARDING_KEY,
+        props.TIMER_DELIVER_MS, props.RETRY_TOPIC, props.REAL_TOPIC, props.REAL_QUEUE_ID,
+        props.ORIGIN_MESSAGE_ID, props.WAIT_STORE_MSG_OK, props.DELAY_TIME_LEVEL,
+        props.TIMER_OUT_MS, props.MIN_OFFSET, props.MAX_OFFSET, props.CLUSTER,
+    }
+)  # fmt: skip
+"""Properties the protocol carries in fields of its own, or the broker's bookkeeping."""
+
+
+def _stamp(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def message_type(properties: dict[str, str]) -> pb.MessageType:
+    if props.SHARDING_KEY in properties:
+        return pb.FIFO
+    if props.TIMER_DELIVER_MS in properties or props.DELAY_TIME_LEVEL in properties:
+        return pb.DELAY
+    return pb.NORMAL
+
+
+def to_protocol(message: StoredMessage, lease: Lease, handle: str, invisible_ms: int) -> pb.Message:
+    """``message`` as leased by ``lease`` (receipt handle ``handle``)."""
+    properties = message.properties
+    body = message.uncompressed_body()
+    system = pb.SystemProperties(
+        keys=message.keys,
+        message_id=(
+            properties.get(props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            or properties.get(props.ORIGIN_MESSAGE_ID)
+            or message.msg_id
+        ),
+        body_digest=pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(body):08X}"),
+        body_encoding=pb.IDENTITY,
+        message_type=message_type(properties),
+        born_timestamp=_stamp(message.born_timestamp_ms),
+        born_host=str(ipaddress.ip_address(message.born_host.ip)),
+        store_timestamp=_stamp(message.store_timestamp_ms),
+        store_host=str(message.store_host),
+        receipt_handle=handle,
+        queue_id=lease.queue_id,
+        queue_offset=lease.offset,
+        invisible_duration=Duration(
+            seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000
+        ),
+        delivery_attempt=lease.attempt,
+    )
+    if message.tags is not None:
+        system.tag = message.tags
+    if props.SHARDING_KEY in properties:
+        system.message_group = properties[props.SHARDING_KEY]
+    if props.TIMER_DELIVER_MS in properties:
+        system.delivery_timestamp.CopyFrom(_stamp(int(properties[props.TIMER_DELIVER_MS])))
+    return pb.Message(
+        topic=pb.Resource(name=properties.get(props.RETRY_TOPIC) or message.topic),
+        user_properties={k: v for k, v in properties.items() if k not in _SYSTEM},
+        system_properties=system,
+        body=body,
+    )
