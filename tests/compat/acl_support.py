@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -64,7 +64,7 @@ topic_perms = {_perms(TOPICS, "SUB")}
 
 
 @contextmanager
-def acl_cluster(root: Path) -> Iterator[Cluster]:
+def acl_cluster(root: Path, extra: Sequence[str] = ()) -> Iterator[Cluster]:
     """A name server and broker :data:`BROKER` (Sync flush, 64 MiB segments, the retry tests'
     delay levels, /metrics on an HTTP port), both with the ACL file :data:`ACL`, each asserted
     to exit 0 on SIGTERM at the end; :data:`TOPICS` created (by :data:`ADMIN`) and routed."""
@@ -80,7 +80,7 @@ def acl_cluster(root: Path) -> Iterator[Cluster]:
             "broker", "--listen", "127.0.0.1:0", "--namesrv", namesrv.address,
             "--store-dir", str(root / "store"), "--broker-name", BROKER, "--cluster", CLUSTER,
             "--flush", "Sync", "--config", str(config), "--delay-levels", TEST_DELAY_LEVELS,
-            "--http-listen", "127.0.0.1:0", "--acl-file", str(acl_file),
+            "--http-listen", "127.0.0.1:0", "--acl-file", str(acl_file), *extra,
             env={ACCESS_KEY_ENV: ADMIN.access_key, SECRET_KEY_ENV: ADMIN.secret_key},
         )  # fmt: skip
         asyncio.run(create_topics(cluster, TOPICS))

@@ -20,10 +20,11 @@ import asyncio
 import logging
 import os
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from reconsume.access.acl import Acl, read_acl
-from reconsume.access.perms import Rules
+from reconsume.access.acl import Acl, Refusal, read_acl
+from reconsume.access.perms import Perm, Rules
 from reconsume.errors import InvalidArgumentError
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.transport import Connection
@@ -87,6 +88,25 @@ class AclGuard:
             self._logged.add(refusal.message)
             log.warning("%s: refused a request from %s: %s", self.server, peer, refusal.message)
         return request.respond(refusal.code, refusal.message)
+
+    def check_grpc(
+        self,
+        access_key: str,
+        signed: Callable[[str], bool],
+        peer: str,
+        needs: Sequence[tuple[str, Perm]],
+    ) -> Refusal | None:
+        """:meth:`Acl.check_signed`, counted and logged as refusals of remoting requests are."""
+        refusal = self.acl.check_signed(access_key, signed, peer, needs)
+        if refusal is not None:
+            self.refused[refusal.reason] += 1
+            if refusal.message not in self._logged:
+                if len(self._logged) >= LOGGED_MAX:
+                    self._logged.clear()
+                self._logged.add(refusal.message)
+                log.warning("%s: refused a gRPC request from %s: %s",
+                            self.server, peer, refusal.message)  # fmt: skip
+        return refusal
 
     def reload_if_changed(self) -> bool:
         """Read the file again if it changed; whether a new ACL is in force."""

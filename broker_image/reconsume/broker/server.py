@@ -302,7 +302,7 @@ class Broker:
             lambda: (self.address, self.grpc_address),
             lambda topic: self.context.topic(topic),
         )
-        service = MessagingService(self.dispatcher, lambda: self.context, routes)
+        service = MessagingService(self.dispatcher, lambda: self.context, routes, self.acl_guard)
         port = await _listen("grpc_listen", address[0], address[1], service.start)
         self._messaging = service
         self.grpc_address = str(HostAddress(store_host.ip, port))

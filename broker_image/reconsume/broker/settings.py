@@ -369,12 +369,6 @@ class BrokerSettings:
                 raise _invalid(
                     "grpc_listen", f"port {grpc_port} is already the remoting or HTTP port"
                 )
-            if self.acl_file is not None:
-                raise _invalid(
-                    "grpc_listen",
-                    "the gRPC service does not authenticate RocketMQ 5's clients yet: it is not "
-                    "served with access control on",
-                )
         if not (math.isfinite(self.register_interval_s) and self.register_interval_s > 0):
             raise _invalid("register_interval_s", f"{self.register_interval_s} is not positive")
         if self.metrics_max_queue_series < 0:

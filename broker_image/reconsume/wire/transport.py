@@ -159,13 +159,14 @@ class Connection(asyncio.Protocol):
             self._on_close(self)
 
     # -------------------------------------------------------------- requests in
-    def serve(self, request: RemotingCommand) -> None:
-        """Run ``request`` as if it had been read from this connection: the guard, then its
-        handler; the answer goes to :meth:`send` (a connection inside the server overrides
-        it to take answers in, as the gRPC service does)."""
-        self._handle(request)
+    def serve(self, request: RemotingCommand, *, checked: bool = False) -> None:
+        """Run ``request`` as if it had been read from this connection: the guard (unless
+        the caller ``checked`` its access itself), then its handler; the answer goes to
+        :meth:`send` (a connection inside the server overrides it to take answers in, as the
+        gRPC service does, which checks its own clients' credentials)."""
+        self._handle(request, checked)
 
-    def _handle(self, request: RemotingCommand) -> None:
+    def _handle(self, request: RemotingCommand, checked: bool = False) -> None:
         handler = self._dispatcher.handler(request.code)
         if handler is None:
             self._reply(
@@ -179,7 +180,7 @@ class Connection(asyncio.Protocol):
         guard = self._dispatcher.guard
         try:
             # A guard that fails answers SYSTEM_ERROR as a handler does; the request is not run.
-            if guard is not None and (refusal := guard(request, self)) is not None:
+            if guard is not None and not checked and (refusal := guard(request, self)) is not None:
                 self._reply(request, refusal)
                 return
             result = handler(request, self)

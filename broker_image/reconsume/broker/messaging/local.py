@@ -1,9 +1,9 @@
 """Remoting requests the gRPC service makes of its own broker, in process.
 
 A :class:`LocalConnection` is a :class:`~reconsume.wire.transport.Connection` without a
-socket: :meth:`LocalConnection.request` runs a request through the broker's dispatcher (the
-access-control guard, then the handler, as if a 4.x client had sent it) and returns the
-answer the handler gives, now or later (a send under Sync flush or Sync replication is
+socket: :meth:`LocalConnection.request` runs a request through the broker's dispatcher (its
+handler, as if a 4.x client had sent it; access was checked by the gRPC service) and returns
+the answer the handler gives, now or later (a send under Sync flush or Sync replication is
 answered when it counts as stored). Records keep the gRPC client's address as born host.
 """
 
@@ -53,11 +53,12 @@ class LocalConnection(Connection):
             future.set_result(command)
 
     async def request(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        """The broker's answer to ``request``."""
+        """The broker's answer to ``request``, whose access the gRPC service checked (its
+        clients sign differently: :mod:`.auth`)."""
         future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._answers[request.opaque] = future
         try:
-            self.serve(request)
+            self.serve(request, checked=True)
             return await asyncio.wait_for(future, timeout_s)
         except TimeoutError as exc:
             raise RemotingTimeoutError(

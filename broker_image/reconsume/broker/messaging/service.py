@@ -19,8 +19,10 @@ import grpc
 from google.protobuf.message import Message
 from grpc import aio
 
+from reconsume.access.guard import AclGuard
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.messaging import produce
+from reconsume.broker.messaging.auth import Access, consume_needs, route_needs, send_needs
 from reconsume.broker.messaging.consume import ConsumeService
 from reconsume.broker.messaging.local import LocalConnection, peer_of
 from reconsume.broker.messaging.pop import PopEngine
@@ -92,8 +94,10 @@ class MessagingService:
         dispatcher: Dispatcher,
         context: Callable[[], BrokerContext],
         routes: Routes,
+        guard: Callable[[], AclGuard | None] = lambda: None,
     ) -> None:
         self._dispatcher = dispatcher
+        self.access = Access(guard)
         self._context = context
         self.routes = routes
         self._server: aio.Server | None = None
@@ -162,26 +166,31 @@ class MessagingService:
 
     # ------------------------------------------------------------------ methods
     async def query_route(
-        self, request: spb.QueryRouteRequest, _context: aio.ServicerContext[Any, Any]
+        self, request: spb.QueryRouteRequest, context: aio.ServicerContext[Any, Any]
     ) -> spb.QueryRouteResponse:
         _topic(request.topic)
+        self.access.check(context, route_needs(request.topic.name))
         queues = await self.routes.message_queues(request.topic)
         return spb.QueryRouteResponse(status=status(pb.OK), message_queues=queues)
 
     async def heartbeat(
-        self, _request: spb.HeartbeatRequest, _context: aio.ServicerContext[Any, Any]
+        self, request: spb.HeartbeatRequest, context: aio.ServicerContext[Any, Any]
     ) -> spb.HeartbeatResponse:
+        group = request.group.name if request.HasField("group") else ""
+        self.access.check(context, consume_needs(group, "") if group else ())
         return spb.HeartbeatResponse(status=status(pb.OK))
 
     async def notify_termination(
-        self, _request: spb.NotifyClientTerminationRequest, _context: aio.ServicerContext[Any, Any]
+        self, _request: spb.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
     ) -> spb.NotifyClientTerminationResponse:
+        self.access.check(context, ())
         return spb.NotifyClientTerminationResponse(status=status(pb.OK))
 
     async def query_assignment(
-        self, request: spb.QueryAssignmentRequest, _context: aio.ServicerContext[Any, Any]
+        self, request: spb.QueryAssignmentRequest, context: aio.ServicerContext[Any, Any]
     ) -> spb.QueryAssignmentResponse:
         _topic(request.topic)
+        self.access.check(context, consume_needs(request.group.name, request.topic.name))
         config = self._context().store.groups.get(request.group.name)
         fifo = config is not None and config.consume_message_orderly
         assignments = await self.routes.assignments(request.topic, fifo)
@@ -194,6 +203,7 @@ class MessagingService:
     ) -> spb.SendMessageResponse:
         if not request.messages:
             raise Refused(pb.BAD_REQUEST, "no message to send")
+        self.access.check(context, send_needs(m.topic.name for m in request.messages))
         connection = LocalConnection(self._dispatcher, peer_of(context.peer()))
         max_delay_ms = self._context().settings.timer_max_delay_s * 1000
         entries: list[spb.SendResultEntry] = []
@@ -213,24 +223,34 @@ class MessagingService:
     async def receive_message(
         self, request: spb.ReceiveMessageRequest, context: aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        try:
+            self.access.check(
+                context, consume_needs(request.group.name, request.message_queue.topic.name)
+            )
+        except Refused as refused:
+            yield spb.ReceiveMessageResponse(status=refused.status())
+            return
         async for response in self.consume.receive(request, _client_id(context)):
             yield response
 
     async def ack_message(
-        self, request: spb.AckMessageRequest, _context: aio.ServicerContext[Any, Any]
+        self, request: spb.AckMessageRequest, context: aio.ServicerContext[Any, Any]
     ) -> spb.AckMessageResponse:
+        self.access.check(context, consume_needs(request.group.name, request.topic.name))
         return self.consume.ack(request)
 
     async def change_invisible_duration(
-        self, request: spb.ChangeInvisibleDurationRequest, _context: aio.ServicerContext[Any, Any]
+        self, request: spb.ChangeInvisibleDurationRequest, context: aio.ServicerContext[Any, Any]
     ) -> spb.ChangeInvisibleDurationResponse:
+        self.access.check(context, consume_needs(request.group.name, request.topic.name))
         return self.consume.change_invisible(request)
 
     async def forward_to_dead_letters(
         self,
         request: spb.ForwardMessageToDeadLetterQueueRequest,
-        _context: aio.ServicerContext[Any, Any],
+        context: aio.ServicerContext[Any, Any],
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        self.access.check(context, consume_needs(request.group.name, request.topic.name))
         return self.consume.forward(request)
 
     async def telemetry(
@@ -241,6 +261,11 @@ class MessagingService:
         """Each Settings the client reports is answered with the server's; the stream stays
         open for as long as the client keeps it (it is how a server reaches a client, and
         what keeps a push consumer's leases renewed)."""
+        try:
+            self.access.check(context, ())
+        except Refused as refused:
+            yield spb.TelemetryCommand(status=refused.status())
+            return
         client = _client_id(context)
         self._telemetry[client] = self._telemetry.get(client, 0) + 1
         try:
