@@ -14,7 +14,7 @@ import asyncio
 import json
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +66,7 @@ def _tls_flags(ca: CertAuthority) -> tuple[str, ...]:
 
 
 @contextmanager
-def tls_cluster(root: Path, ca: CertAuthority) -> Iterator[Cluster]:
+def tls_cluster(root: Path, ca: CertAuthority, extra: Sequence[str] = ()) -> Iterator[Cluster]:
     """:func:`.servers.compat_cluster`, every port TLS-only; the brokers register over TLS
     (``RECONSUME_TLS`` in their environment)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -81,7 +81,7 @@ def tls_cluster(root: Path, ca: CertAuthority) -> Iterator[Cluster]:
                 "broker", "--listen", "127.0.0.1:0", "--namesrv", namesrv.address,
                 "--store-dir", str(root / name), "--broker-name", name,
                 "--cluster", CLUSTER_NAME, "--flush", "Sync", "--config", str(config),
-                "--delay-levels", TEST_DELAY_LEVELS, *_tls_flags(ca), env=env,
+                "--delay-levels", TEST_DELAY_LEVELS, *_tls_flags(ca), *extra, env=env,
             )  # fmt: skip
         yield cluster
     finally:

@@ -303,7 +303,12 @@ class Broker:
             lambda topic: self.context.topic(topic),
         )
         service = MessagingService(self.dispatcher, lambda: self.context, routes, self.acl_guard)
-        port = await _listen("grpc_listen", address[0], address[1], service.start)
+        tls = self.settings.tls()
+
+        async def start(host: str, port: int) -> int:
+            return await service.start(host, port, tls)
+
+        port = await _listen("grpc_listen", address[0], address[1], start)
         self._messaging = service
         self.grpc_address = str(HostAddress(store_host.ip, port))
         log.info("broker %s serving gRPC on %s", self.settings.broker_name, self.grpc_address)

@@ -29,8 +29,10 @@ from reconsume.broker.messaging.pop import PopEngine
 from reconsume.broker.messaging.routes import Routes
 from reconsume.broker.messaging.settings import answer as settings_answer
 from reconsume.broker.messaging.status import Refused, status
+from reconsume.broker.messaging.tls import server_credentials
 from reconsume.errors import InvalidArgumentError, RemotingError
 from reconsume.message.names import validate_topic
+from reconsume.wire.tls import TlsServerConfig
 from reconsume.wire.transport import Dispatcher
 from reconsume.wire.v2 import definition_pb2 as pb
 from reconsume.wire.v2 import service_pb2 as spb
@@ -144,13 +146,18 @@ class MessagingService:
             ),
         }
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0 picks a port); returns the port."""
+    async def start(self, host: str, port: int, tls: TlsServerConfig | None = None) -> int:
+        """Listen on ``host:port`` (0 picks a port), over TLS when ``tls`` is on; returns the
+        port."""
         server = aio.server()
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, self._handlers()),)
         )
-        bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if tls is not None and tls.enabled:
+            bound = server.add_secure_port(address, server_credentials(tls))
+        else:
+            bound = server.add_insecure_port(address)
         if bound == 0:
             raise InvalidArgumentError(f"grpc_listen: cannot listen on {host}:{port}")
         await server.start()
