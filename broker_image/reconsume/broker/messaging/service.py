@@ -23,6 +23,7 @@ from reconsume.access.guard import AclGuard
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.messaging import produce
 from reconsume.broker.messaging.auth import Access, consume_needs, route_needs, send_needs
+from reconsume.broker.messaging.clients import GrpcClients
 from reconsume.broker.messaging.consume import ConsumeService
 from reconsume.broker.messaging.local import LocalConnection, peer_of
 from reconsume.broker.messaging.pop import PopEngine
@@ -107,6 +108,7 @@ class MessagingService:
         """Open Telemetry streams per client id: a client with one is connected."""
         self.pop = PopEngine(context, lambda client: self._telemetry.get(client, 0) > 0)
         self.consume = ConsumeService(context, self.pop)
+        self.clients = GrpcClients(dispatcher, context)
 
     def _handlers(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
         return {
@@ -185,12 +187,16 @@ class MessagingService:
     ) -> spb.HeartbeatResponse:
         group = request.group.name if request.HasField("group") else ""
         self.access.check(context, consume_needs(group, "") if group else ())
+        self.clients.heartbeat(
+            _client_id(context), peer_of(context.peer()), group, request.client_type
+        )
         return spb.HeartbeatResponse(status=status(pb.OK))
 
     async def notify_termination(
         self, _request: spb.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
     ) -> spb.NotifyClientTerminationResponse:
         self.access.check(context, ())
+        self.clients.left(_client_id(context))
         return spb.NotifyClientTerminationResponse(status=status(pb.OK))
 
     async def query_assignment(
@@ -276,21 +282,23 @@ class MessagingService:
         client = _client_id(context)
         self._telemetry[client] = self._telemetry.get(client, 0) + 1
         try:
-            async for response in self._settings(commands):
+            async for response in self._settings(client, commands):
                 yield response
         finally:
             self._telemetry[client] -= 1
             if self._telemetry[client] <= 0:
                 del self._telemetry[client]
+                self.clients.left(client)
 
     async def _settings(
-        self, commands: AsyncIterator[spb.TelemetryCommand]
+        self, client: str, commands: AsyncIterator[spb.TelemetryCommand]
     ) -> AsyncIterator[spb.TelemetryCommand]:
         async for command in commands:
             if not command.HasField("settings"):
                 continue  # thread stack traces, verification results: nothing asked them
             context = self._context()
             settings = command.settings
+            self.clients.reported(client, settings)
             group = None
             if settings.HasField("subscription"):
                 group = context.store.groups.get(settings.subscription.group.name)
