@@ -26,6 +26,7 @@ from typing import Any
 
 from reconsume.topology.clusters import ClusterSpec
 from reconsume_operator.naming import (
+    BROKER_GRPC_PORT,
     BROKER_HTTP_PORT,
     BROKER_PORT,
     CONFIG_DIR,
@@ -67,6 +68,7 @@ def broker_config_toml(spec: ClusterSpec) -> str:
             f"flush_mode = {json.dumps(spec.flush)}",
             f"delay_levels = {json.dumps(spec.delay_levels.strip())}",
             f'http_listen = "0.0.0.0:{BROKER_HTTP_PORT}"',
+            f'grpc_listen = "0.0.0.0:{BROKER_GRPC_PORT}"',
             "",
             "[store]",
             f"retention_hours = {spec.retention_hours}",
@@ -184,6 +186,7 @@ def broker_statefulset(
         "ports": [
             {"name": "broker", "containerPort": BROKER_PORT},
             {"name": "http", "containerPort": BROKER_HTTP_PORT},
+            {"name": "grpc", "containerPort": BROKER_GRPC_PORT},
         ],
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "http"},

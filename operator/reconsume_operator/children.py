@@ -14,6 +14,7 @@ from typing import Any
 from reconsume.topology.clusters import ClusterSpec
 from reconsume_operator.broker_pods import broker_objects
 from reconsume_operator.naming import (
+    BROKER_GRPC_PORT,
     BROKER_HTTP_PORT,
     BROKER_PORT,
     CONTAINER_SECURITY,
@@ -22,6 +23,7 @@ from reconsume_operator.naming import (
     TMP_MOUNT,
     TMP_VOLUME,
     broker_name,
+    grpc_service,
     labels,
     meta,
     namesrv_name,
@@ -104,7 +106,22 @@ def broker_service(spec: ClusterSpec) -> dict[str, Any]:
             "ports": [
                 {"name": "broker", "port": BROKER_PORT, "targetPort": "broker"},
                 {"name": "http", "port": BROKER_HTTP_PORT, "targetPort": "http"},
+                {"name": "grpc", "port": BROKER_GRPC_PORT, "targetPort": "grpc"},
             ],
+        },
+    }
+
+
+def grpc_access_service(spec: ClusterSpec) -> dict[str, Any]:
+    """``<cluster>-grpc``: the endpoint of RocketMQ 5's clients, balanced over the broker
+    pods (any of them answers a route; the route names each queue's own broker)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(grpc_service(spec.name), spec, "broker"),
+        "spec": {
+            "selector": selector(spec.name, "broker"),
+            "ports": [{"name": "grpc", "port": BROKER_GRPC_PORT, "targetPort": "grpc"}],
         },
     }
 
@@ -122,5 +139,6 @@ def children(
         namesrv_service(spec),
         namesrv_deployment(spec),
         broker_service(spec),
+        grpc_access_service(spec),
         *broker_objects(spec, broker_replicas, replica_pods),
     ]

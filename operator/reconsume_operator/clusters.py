@@ -19,7 +19,7 @@ from reconsume.client.admin import BrokerInfo
 from reconsume.errors import ReconsumeError
 from reconsume.topology.clusters import ClusterSpec
 from reconsume.topology.resources import AdminFactory
-from reconsume_operator.naming import name_server
+from reconsume_operator.naming import BROKER_GRPC_PORT, grpc_service, name_server
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,10 @@ def cluster_status(
     """The status of ``spec`` given the brokers its name servers list (None with ``error``
     when they did not answer at ``address``, by default ``name_server(spec)``)."""
     fields: dict[str, Any] = {"nameServer": name_server(spec)}
+    if not spec.external:
+        fields["grpcEndpoint"] = (
+            f"{grpc_service(spec.name)}.{spec.namespace}.svc:{BROKER_GRPC_PORT}"
+        )
     if brokers is None:
         phase = "Failed" if spec.external else "Pending"
         message = f"name server {address or name_server(spec)} did not answer: {error}"

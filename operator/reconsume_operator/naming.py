@@ -16,6 +16,8 @@ from reconsume.topology.clusters import ClusterSpec
 NAMESRV_PORT = 9876
 BROKER_PORT = 10911
 BROKER_HTTP_PORT = 8080
+BROKER_GRPC_PORT = 8081
+"""The brokers' gRPC port, RocketMQ 5's clients' (Apache RocketMQ's proxy uses 8081 too)."""
 CONFIG_DIR = "/etc/reconsume"
 CONFIG_FILE = "broker.toml"
 STORE_DIR = "/var/lib/reconsume/store"
@@ -34,6 +36,12 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 """The label the StatefulSet controller puts on each pod: its ordinal (Kubernetes ≥ 1.28)."""
 REPLICA_LABEL = "reconsume.io/replica"
 """On replicated brokers' pods: which replica StatefulSet they belong to (0, 1 or 2)."""
+
+
+def grpc_service(cluster: str) -> str:
+    """The Service RocketMQ 5's clients take as their endpoint: any broker answers a route,
+    which names each queue's own broker pod."""
+    return f"{cluster}-grpc"
 
 
 def name_server(spec: ClusterSpec) -> str:

@@ -50,10 +50,14 @@ def test_an_operator_run_cluster_gets_every_child_in_its_namespace() -> None:
         ("Service", "orders-namesrv"),
         ("Deployment", "orders-namesrv"),
         ("Service", "orders-broker"),
+        ("Service", "orders-grpc"),
         ("StatefulSet", "orders-broker"),
         ("PodDisruptionBudget", "orders-broker"),
     }
     assert {o["metadata"]["namespace"] for o in objects.values()} == {"shop"}
+    grpc = objects["Service", "orders-grpc"]["spec"]
+    assert "clusterIP" not in grpc  # balanced, unlike the brokers' headless Service
+    assert grpc["ports"] == [{"name": "grpc", "port": 8081, "targetPort": "grpc"}]
 
 
 def test_an_external_cluster_gets_no_children_and_uses_its_address() -> None:
