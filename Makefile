@@ -79,6 +79,23 @@ $(JAVA_CLIENT_STAMP): $(JAVA_CLIENT)/pom.xml $(JAVA_CLIENT_SOURCES)
 ## compat-deps: also the Java client driver (Maven artifacts cached under $(CACHE_DIR)/m2)
 compat-deps: $(JAVA_CLIENT_STAMP)
 
+# The compat tier's 5.x Java client driver: Apache RocketMQ's rocketmq-client-java (gRPC),
+# pinned by its pom, built into target/java5-client-driver.jar, like the 4.x driver above.
+JAVA5_CLIENT := tests/compat/java5
+JAVA5_CLIENT_SOURCES := $(shell find $(JAVA5_CLIENT)/src -name '*.java')
+JAVA5_CLIENT_STAMP := $(JAVA5_CLIENT)/target/.built-$(shell cat $(JAVA5_CLIENT)/pom.xml | cksum | cut -d' ' -f1)
+
+$(JAVA5_CLIENT_STAMP): $(JAVA5_CLIENT)/pom.xml $(JAVA5_CLIENT_SOURCES)
+	@if command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1; then \
+		rm -rf $(JAVA5_CLIENT)/target \
+		&& mvn -f $(JAVA5_CLIENT)/pom.xml -Dmaven.repo.local=$(CACHE_DIR)/m2 -B -q package \
+		&& touch $@; \
+	else \
+		echo "make: mvn or java not found, not building $(JAVA5_CLIENT) (its compat tests need both)"; \
+	fi
+
+compat-deps: $(JAVA5_CLIENT_STAMP)
+
 # The compat tier's Go client driver: Apache RocketMQ's rocketmq-client-go, pinned by its go.mod
 # and go.sum, built into bin/go-client-driver (Go's module and build caches under
 # $(CACHE_DIR)/go, as for kube-bin below); rebuilt when go.mod, go.sum or a source changes.

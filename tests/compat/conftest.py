@@ -141,6 +141,22 @@ def find_java_client() -> JavaClient:
     return JavaClient(java, JAVA_CLIENT_JAR)
 
 
+JAVA5_CLIENT_JAR = HERE / "java5" / "target" / "java5-client-driver.jar"
+
+
+@pytest.fixture(scope="session")
+def client5_drivers() -> tuple[str, ...]:
+    """The RocketMQ 5.x client drivers (``client5_support``): the Python client is a
+    dependency of the test extra; the Java client's driver must be built."""
+    if shutil.which("java") is None:
+        missing("java is not installed (Debian: apt-get install openjdk-17-jdk-headless maven)")
+    if not JAVA5_CLIENT_JAR.is_file():
+        missing(
+            f"the 5.x Java client driver is not built ({JAVA5_CLIENT_JAR}): run `make compat-deps`"
+        )
+    return ("java", "python")
+
+
 GO_CLIENT_DIR = HERE / "go"
 GO_CLIENT_DRIVER = GO_CLIENT_DIR / "bin" / "go-client-driver"
 

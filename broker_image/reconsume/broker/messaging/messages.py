@@ -3,14 +3,16 @@ what a 5.x consumer receives, whoever sent the message.
 
 The message id is the producer's ``UNIQ_KEY`` (a 5.x id, or a 4.x client's), else the offset
 message id; a retry or dead letter keeps its original's. The topic is the one it was sent to
-(RETRY_TOPIC for a retry read from ``%RETRY%<group>``). The body digest is CRC32, upper-case
-hex, as the clients check it; a compressed 4.x body is inflated first.
+(RETRY_TOPIC for a retry read from ``%RETRY%<group>``). The body digest is MD5, upper-case hex,
+which the clients agree on: with CRC32 (the proxy's choice) the Java client expects the hex
+without leading zeros and the Python client zero-padded to 8 digits, so one body in 16 reads
+as corrupted to one of them. A compressed 4.x body is inflated first.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
-import zlib
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -54,7 +56,7 @@ def to_protocol(message: StoredMessage, lease: Lease, handle: str, invisible_ms:
             or properties.get(props.ORIGIN_MESSAGE_ID)
             or message.msg_id
         ),
-        body_digest=pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(body):08X}"),
+        body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(body).hexdigest().upper()),
         body_encoding=pb.IDENTITY,
         message_type=message_type(properties),
         born_timestamp=_stamp(message.born_timestamp_ms),

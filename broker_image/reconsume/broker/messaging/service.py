@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from grpc import aio
 
 from reconsume.access.guard import AclGuard
@@ -63,6 +63,31 @@ def _topic(resource: pb.Resource) -> None:
         raise Refused(pb.ILLEGAL_TOPIC, str(exc)) from exc
 
 
+class Malformed:
+    """What a request that is not its message type decodes to: the call is failed with
+    INTERNAL "Invalid protobuf byte sequence", as grpc-java (Apache RocketMQ's proxy) fails
+    it, and nothing else."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    async def reject(self, context: aio.ServicerContext[Any, Any]) -> NoReturn:
+        await context.abort(
+            grpc.StatusCode.INTERNAL, f"Invalid protobuf byte sequence: {self.error}"
+        )
+        raise AssertionError("abort returned")  # pragma: no cover - abort raises
+
+
+def _parser(request_type: type[Request]) -> Callable[[bytes], Request | Malformed]:
+    def parse(data: bytes) -> Request | Malformed:
+        try:
+            return request_type.FromString(data)
+        except DecodeError as exc:
+            return Malformed(str(exc))
+
+    return parse
+
+
 def _unary(
     behavior: Callable[[Request, aio.ServicerContext[Request, Response]], Awaitable[Response]],
     request_type: type[Request],
@@ -70,7 +95,11 @@ def _unary(
 ) -> grpc.RpcMethodHandler[Request, Response]:
     """A unary method whose refusals become the response's Status."""
 
-    async def run(request: Request, context: aio.ServicerContext[Request, Response]) -> Response:
+    async def run(
+        request: Request | Malformed, context: aio.ServicerContext[Request, Response]
+    ) -> Response:
+        if isinstance(request, Malformed):
+            await request.reject(context)
         try:
             return await behavior(request, context)
         except Refused as refused:
@@ -83,7 +112,7 @@ def _unary(
 
     return grpc.unary_unary_rpc_method_handler(
         run,
-        request_deserializer=request_type.FromString,
+        request_deserializer=_parser(request_type),  # type: ignore[arg-type]
         response_serializer=response_type.SerializeToString,
     )
 
@@ -127,7 +156,7 @@ class MessagingService:
             ),
             "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
                 self.receive_message,
-                request_deserializer=spb.ReceiveMessageRequest.FromString,
+                request_deserializer=_parser(spb.ReceiveMessageRequest),
                 response_serializer=spb.ReceiveMessageResponse.SerializeToString,
             ),
             "AckMessage": _unary(self.ack_message, spb.AckMessageRequest, spb.AckMessageResponse),
@@ -143,7 +172,7 @@ class MessagingService:
             ),
             "Telemetry": grpc.stream_stream_rpc_method_handler(
                 self.telemetry,
-                request_deserializer=spb.TelemetryCommand.FromString,
+                request_deserializer=_parser(spb.TelemetryCommand),
                 response_serializer=spb.TelemetryCommand.SerializeToString,
             ),
         }
@@ -234,8 +263,12 @@ class MessagingService:
         return spb.SendMessageResponse(status=overall, entries=entries)
 
     async def receive_message(
-        self, request: spb.ReceiveMessageRequest, context: aio.ServicerContext[Any, Any]
+        self,
+        request: spb.ReceiveMessageRequest | Malformed,
+        context: aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        if isinstance(request, Malformed):
+            await request.reject(context)
         try:
             self.access.check(
                 context, consume_needs(request.group.name, request.message_queue.topic.name)
@@ -268,7 +301,7 @@ class MessagingService:
 
     async def telemetry(
         self,
-        commands: AsyncIterator[spb.TelemetryCommand],
+        commands: AsyncIterator[spb.TelemetryCommand | Malformed],
         context: aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """Each Settings the client reports is answered with the server's; the stream stays
@@ -282,7 +315,7 @@ class MessagingService:
         client = _client_id(context)
         self._telemetry[client] = self._telemetry.get(client, 0) + 1
         try:
-            async for response in self._settings(client, commands):
+            async for response in self._settings(client, commands, context):
                 yield response
         finally:
             self._telemetry[client] -= 1
@@ -291,9 +324,14 @@ class MessagingService:
                 self.clients.left(client)
 
     async def _settings(
-        self, client: str, commands: AsyncIterator[spb.TelemetryCommand]
+        self,
+        client: str,
+        commands: AsyncIterator[spb.TelemetryCommand | Malformed],
+        call: aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[spb.TelemetryCommand]:
         async for command in commands:
+            if isinstance(command, Malformed):
+                await command.reject(call)
             if not command.HasField("settings"):
                 continue  # thread stack traces, verification results: nothing asked them
             context = self._context()
