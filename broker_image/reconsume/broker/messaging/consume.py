@@ -170,7 +170,7 @@ class ConsumeService:
     ) -> spb.ChangeInvisibleDurationResponse:
         context = self._context()
         group = _group(request.group.name)
-        invisible = invisible_ms(request.invisible_duration.ToMilliseconds())
+        invisible = invisible_ms(request.invisible_duration.ToMilliseconds(), minimum_ms=0)
         handle = self.engine.change_invisible(
             group, Handle.decode(request.receipt_handle), invisible
         )

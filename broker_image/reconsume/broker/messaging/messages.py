@@ -77,9 +77,13 @@ def to_protocol(message: StoredMessage, lease: Lease, handle: str, invisible_ms:
         system.message_group = properties[props.SHARDING_KEY]
     if props.TIMER_DELIVER_MS in properties:
         system.delivery_timestamp.CopyFrom(_stamp(int(properties[props.TIMER_DELIVER_MS])))
+    user = {k: v for k, v in properties.items() if k not in _SYSTEM}
+    if props.REPROCESSED in properties and props.ORIGIN_MESSAGE_ID in properties:
+        # A dead-letter job's re-send has an id of its own; the dead letter's stays visible.
+        user[props.ORIGIN_MESSAGE_ID] = properties[props.ORIGIN_MESSAGE_ID]
     return pb.Message(
         topic=pb.Resource(name=properties.get(props.RETRY_TOPIC) or message.topic),
-        user_properties={k: v for k, v in properties.items() if k not in _SYSTEM},
+        user_properties=user,
         system_properties=system,
         body=body,
     )

@@ -118,12 +118,15 @@ class Received:
     lease: Lease
 
 
-def invisible_ms(requested_ms: int) -> int:
-    if not MIN_INVISIBLE_MS <= requested_ms <= MAX_INVISIBLE_MS:
+def invisible_ms(requested_ms: int, minimum_ms: int = MIN_INVISIBLE_MS) -> int:
+    """``requested_ms`` when it is within [``minimum_ms``, 12 h]; else ILLEGAL_INVISIBLE_TIME.
+    A receive's duration must leave time to consume (1 s at least); a changed one may be 0
+    (a push consumer's backoff below a second: visible again at once)."""
+    if not minimum_ms <= requested_ms <= MAX_INVISIBLE_MS:
         raise Refused(
             pb.ILLEGAL_INVISIBLE_TIME,
             f"the invisible duration {requested_ms} ms is outside "
-            f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms",
+            f"[{minimum_ms}, {MAX_INVISIBLE_MS}] ms",
         )
     return requested_ms
 
