@@ -53,6 +53,7 @@ def settings_toml(spec: ClusterSpec) -> str:
             f"flush_mode = {json.dumps(spec.flush)}",
             f"delay_levels = {json.dumps(spec.delay_levels.strip())}",
             'http_listen = "127.0.0.1:0"',
+            'grpc_listen = "127.0.0.1:0"',
             # Locally a broker re-registers often, so a restarted name server knows it soon.
             "register_interval_s = 5.0",
             "",

@@ -310,7 +310,8 @@ class Environment:
                 "replicas": cluster.spec.replicas, "replication": cluster.spec.replication,
                 "brokers": [
                     {"name": n, "broker": cluster.processes[n].broker, "master": n in masters,
-                     "address": c.address, "http": c.http_address, "running": c.running,
+                     "address": c.address, "http": c.http_address, "grpc": c.grpc_address,
+                     "running": c.running,
                      "restarts": c.restarts}
                     for n, c in cluster.ordered()
                 ],

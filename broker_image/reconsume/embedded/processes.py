@@ -3,7 +3,8 @@
 Each runs ``python -m reconsume <command> ...`` with the interpreter running embedded mode (so
 no ``reconsume`` script needs to be on PATH), its output appended to a log file. A server
 prints ``... listening on <address>`` once it accepts connections (and a broker ``serving HTTP
-on <address>`` for its metrics); :meth:`Child.start` waits for that line.
+on <address>`` for its metrics, ``serving gRPC on <address>`` for RocketMQ 5's clients);
+:meth:`Child.start` waits for that line.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 _LISTENING = re.compile(r"listening on (\S+)")
 _HTTP = re.compile(r"serving HTTP on (\S+)")
+_GRPC = re.compile(r"serving gRPC on (\S+)")
 PR_SET_PDEATHSIG = 1
 TAIL_LINES = 20
 """Lines of a child's output quoted when it fails."""
@@ -55,6 +57,8 @@ class Child:
         self.address: str | None = None
         """Where it listens (servers), from its ``listening on`` line."""
         self.http_address: str | None = None
+        self.grpc_address: str | None = None
+        """A broker's gRPC endpoint (RocketMQ 5's clients), from its ``serving gRPC`` line."""
         self.restarts = 0
         self._process: asyncio.subprocess.Process | None = None
         self._pump: asyncio.Task[None] | None = None
@@ -126,6 +130,8 @@ class Child:
                     self._listening.set()
                 if match := _HTTP.search(line):
                     self.http_address = match.group(1)
+                elif match := _GRPC.search(line):
+                    self.grpc_address = match.group(1)
         await process.wait()
 
     async def wait(self) -> int:

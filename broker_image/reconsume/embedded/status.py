@@ -68,8 +68,9 @@ def _table(
 
 
 def _brokers(cluster: dict[str, Any]) -> str:
-    """Each broker process with its address, ``(down)`` when not running; with replicas one
-    line each, marked ``master`` (its broker's lease holder) or ``replica``."""
+    """Each broker process with its address, ``(down)`` when not running, else its gRPC
+    endpoint (RocketMQ 5's clients); with replicas one line each, marked ``master`` (its
+    broker's lease holder) or ``replica``."""
     if cluster.get("external"):
         return "external"
     replicated = int(cluster.get("replicas") or 1) > 1
@@ -78,6 +79,8 @@ def _brokers(cluster: dict[str, Any]) -> str:
         tags = ["master" if broker.get("master") else "replica"] if replicated else []
         if not broker.get("running"):
             tags.append("down")
+        elif broker.get("grpc"):
+            tags.append(f"gRPC {broker['grpc']}")
         shown.append(
             f"{broker['name']} {broker['address']}" + (f" ({', '.join(tags)})" if tags else "")
         )
