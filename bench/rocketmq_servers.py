@@ -36,8 +36,13 @@ JAVA_DIR = BENCH_DIR / "java"
 SERVER_LIB = JAVA_DIR / "servers" / "target" / "lib"
 SERVER_ACL_LIB = JAVA_DIR / "servers-acl" / "target" / "lib"
 """The 5.3.2 broker: the last release with ACL 1.0 (``aclEnable``), for ``bench.compare_acl``."""
+PROXY_LIB = JAVA_DIR / "servers-proxy" / "target" / "lib"
+"""The proxy of the servers' release (RocketMQ 5's gRPC endpoint), for ``bench.rocketmq_proxy``."""
 LOADGEN_JAR = JAVA_DIR / "loadgen" / "target" / "loadgen.jar"
 LOADGEN_LIB = JAVA_DIR / "loadgen" / "target" / "lib"
+LOADGEN5_JAR = JAVA_DIR / "loadgen5" / "target" / "loadgen5.jar"
+LOADGEN5_LIB = JAVA_DIR / "loadgen5" / "target" / "lib"
+"""The load generator on RocketMQ's 5.x client (gRPC), for ``bench.compare_client5``."""
 BUILT_STAMP = JAVA_DIR / "loadgen" / "target" / ".built"
 """Touched after a successful build (also by the Makefile's bench-java rule)."""
 M2_REPO = Path.home() / ".cache" / "reconsume" / "m2"
@@ -77,9 +82,9 @@ def _newest_source_mtime() -> float:
 
 def is_built() -> bool:
     """The jars exist and are newer than every pom and Java source of ``bench/java``."""
-    if not (BUILT_STAMP.exists() and LOADGEN_JAR.exists()):
+    if not (BUILT_STAMP.exists() and LOADGEN_JAR.exists() and LOADGEN5_JAR.exists()):
         return False
-    if not (SERVER_LIB.is_dir() and SERVER_ACL_LIB.is_dir()):
+    if not all(lib.is_dir() for lib in (SERVER_LIB, SERVER_ACL_LIB, PROXY_LIB)):
         return False
     return BUILT_STAMP.stat().st_mtime >= _newest_source_mtime()
 
@@ -249,29 +254,36 @@ def _start_java(
     address: str,
     timeout_s: float = 120.0,
     lib: Path = SERVER_LIB,
+    *,
+    conf_flag: str = "-c",
+    ready: re.Pattern[str] = _BOOTED,
 ) -> Server:
-    """Start ``java <jvm> <main> -c <conf>`` (the jars of ``lib``) and wait for its "boot
-    success" line."""
+    """Start ``java <jvm> <main> -c <conf>`` (the jars of ``lib``; the proxy's flag is ``-pc``)
+    and wait for its "boot success" line (or one matching ``ready``)."""
     command = [
         "java", *jvm, f"-Drocketmq.home.dir={home}", f"-Duser.home={home}",
-        "-cp", f"{lib}/*", main, "-c", str(conf),
+        "-cp", f"{lib}/*", main, conf_flag, str(conf),
     ]  # fmt: skip
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=home
     )
     lines: list[str] = []
     booted = threading.Event()
+    # The ready line, once printed: the output of a server that fails may end before
+    # ``poll`` sees it exit.
+    started: list[str] = []
 
     def pump() -> None:  # keeps reading, so a chatty server never blocks on a full pipe
         assert process.stdout is not None
         for line in process.stdout:
             lines.append(line)
-            if _BOOTED.search(line):
+            if ready.search(line):
+                started.append(line)
                 booted.set()
         booted.set()
 
     threading.Thread(target=pump, daemon=True).start()
-    if not booted.wait(timeout_s) or process.poll() is not None:
+    if not booted.wait(timeout_s) or not started or process.poll() is not None:
         process.kill()
         process.wait()
         logs = sorted((home / "logs").glob("**/*.log"))

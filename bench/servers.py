@@ -6,6 +6,8 @@ commit-log segments).
         running.namesrv, running.broker.pid
     with replicated_servers(data_root, "Sync") as running:   # a master and one Sync replica
         running.broker.pid, running.replicas[0].pid
+    with servers(data_root, "Async", grpc=True) as running:  # also RocketMQ 5's gRPC protocol
+        running.grpc                                         # "127.0.0.1:PORT"
 
 The store directory is created under ``data_root`` and removed when the servers stop.
 """
@@ -33,6 +35,9 @@ SMALL_SEGMENTS = f"[store]\ncommit_log_segment_bytes = {SEGMENT_BYTES}\n"
 """64 MiB commit-log segments instead of 1 GiB: the disk is shared."""
 BROKER_NAME = "bench-broker"
 _LISTENING = re.compile(r"listening on (\S+)")
+_SERVING_GRPC = re.compile(r"serving gRPC on (\S+)")
+GRPC_ARGS = ("--grpc-listen", "127.0.0.1:0")
+"""A broker's flags for its gRPC endpoint (RocketMQ 5's clients) on a free port of 127.0.0.1."""
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -129,6 +134,18 @@ class Running:
     """The broker's store directory (removed when the servers stop)."""
     replicas: tuple[Server, ...] = ()
     """Brokers of the same name following ``broker`` (none for a lone broker)."""
+    grpc: str = ""
+    """The broker's gRPC endpoint, ``127.0.0.1:PORT`` (``servers(..., grpc=True)``; else "")."""
+
+
+def grpc_address(server: Server) -> str:
+    """The gRPC endpoint a broker started with ``--grpc-listen`` printed ("serving gRPC on
+    HOST:PORT", before its "listening on" line)."""
+    for line in server.output:
+        match = _SERVING_GRPC.search(line)
+        if match:
+            return match.group(1)
+    raise RuntimeError(f"the broker printed no gRPC endpoint: {''.join(server.output)}")
 
 
 @contextmanager
@@ -139,9 +156,11 @@ def servers(
     name: str = "client",
     namesrv_args: tuple[str, ...] = (),
     broker_env: Mapping[str, str] | None = None,
+    grpc: bool = False,
 ) -> Iterator[Running]:
     """A name server (``namesrv_args``) and one broker (``--flush flush_mode`` and
-    ``broker_args``, ``broker_env`` added to its environment) with a fresh store under
+    ``broker_args``, ``broker_env`` added to its environment; with ``grpc`` also
+    :data:`GRPC_ARGS`, its endpoint ``running.grpc``) with a fresh store under
     ``data_root/<name>-<flush mode>``."""
     with ExitStack() as stack:
         directory = stack.enter_context(data_dir(data_root, f"{name}-{flush_mode.lower()}"))
@@ -150,10 +169,12 @@ def servers(
         stack.callback(namesrv.stop)
         broker = start_broker(
             namesrv.address, directory / "store", config, BROKER_NAME,
-            "--cluster", "bench", "--flush", flush_mode, *broker_args, env=broker_env,
+            "--cluster", "bench", "--flush", flush_mode, *broker_args,
+            *(GRPC_ARGS if grpc else ()), env=broker_env,
         )  # fmt: skip
         stack.callback(broker.stop)
-        yield Running(namesrv.address, broker, flush_mode, directory / "store")
+        endpoint = grpc_address(broker) if grpc else ""
+        yield Running(namesrv.address, broker, flush_mode, directory / "store", grpc=endpoint)
 
 
 REPLICATION_ARGS = ("--replication", "Sync")
