@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -327,6 +326,4 @@ def test_bad_requests_get_the_protocols_codes_and_the_service_goes_on(
                     spb.QueryRouteResponse)  # fmt: skip
         assert good.status.code == pb.OK  # type: ignore[attr-defined]
         assert len(good.message_queues) == QUEUES_PER_BROKER * len(BROKERS)  # type: ignore[attr-defined]
-    started = time.monotonic()
     assert all(b.process.poll() is None for b in servers.brokers.values())
-    assert time.monotonic() - started < 1

@@ -44,9 +44,11 @@ class Dispatcher:
         self.name = name
         self._handlers: dict[int, Handler] = {}
         self.guard: Guard | None = None
-        self._after_read: list[Callable[[], None]] | None = None
-        """While a read of one of this dispatcher's connections is dispatched: what
-        :meth:`after_read` put off until it is done."""
+        self._reading = False
+        """Whether a read of one of this dispatcher's connections is being dispatched."""
+        self._after_read: list[Callable[[], None]] = []
+        """What :meth:`after_read` put off until that read is done (empty on most reads: no
+        list is made per read)."""
 
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[code] = handler
@@ -60,14 +62,16 @@ class Dispatcher:
         A master answers its replicas' held requests so — with every send of a read
         appended, in one answer, instead of with the first while the rest wait for the
         next round trip."""
-        pending = self._after_read
-        if pending is None:
+        if not self._reading:
             callback()
-        elif callback not in pending:
-            pending.append(callback)
+        elif callback not in self._after_read:
+            self._after_read.append(callback)
 
-    def _read_done(self, pending: list[Callable[[], None]]) -> None:
-        self._after_read = None
+    def _read_done(self) -> None:
+        self._reading = False
+        if not self._after_read:
+            return
+        pending, self._after_read = self._after_read, []
         for callback in pending:
             try:
                 callback()
@@ -122,9 +126,8 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         dispatcher = self._dispatcher
-        pending = None
-        if dispatcher._after_read is None:
-            pending = dispatcher._after_read = []
+        outer = not dispatcher._reading
+        dispatcher._reading = True
         if len(commands) > 1:
             self._outbox = []
         try:
@@ -136,8 +139,8 @@ class Connection(asyncio.Protocol):
                 else:
                     self._handle(command)
         finally:
-            if pending is not None:
-                dispatcher._read_done(pending)
+            if outer:
+                dispatcher._read_done()
             outbox, self._outbox = self._outbox, None
             if outbox and self._transport is not None and not self._transport.is_closing():
                 self._transport.write(b"".join(outbox))

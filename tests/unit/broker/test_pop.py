@@ -197,8 +197,14 @@ def test_auto_renewed_leases_last_while_their_client_is_connected(
                 group = _group(context)
                 taken = engine.take(group, engine.queues(GROUP, TOPIC, -1), None, 1, 20,
                                     client_id="c1", auto_renew=True)  # fmt: skip
-                await asyncio.sleep(0.2)  # several renewals; none took the message back
-                assert taken[0].lease.offset in engine._cursor(GROUP, TOPIC, 0).leases
+                lease = taken[0].lease
+                first_deadline = lease.deadline_ms
+                # renewed several times (30 ms each) past its 20 ms; none took it back
+                await eventually_async(
+                    lambda: lease.deadline_ms >= first_deadline + 3 * 30,
+                    what="three renewals of the lease",
+                )
+                assert lease.offset in engine._cursor(GROUP, TOPIC, 0).leases
                 assert _stored(context, TIMER_TOPIC) == []
                 connected.clear()
                 await eventually_async(

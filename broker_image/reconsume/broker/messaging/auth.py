@@ -51,7 +51,8 @@ def consume_needs(group: str, topic: str) -> Needs:
     return needs
 
 
-def _metadata(context: aio.ServicerContext[Any, Any]) -> dict[str, str]:
+def metadata(context: aio.ServicerContext[Any, Any]) -> dict[str, str]:
+    """A call's metadata, by key (binary values read as latin-1)."""
     found = {}
     for key, value in context.invocation_metadata() or ():
         found[key] = value if isinstance(value, str) else value.decode("latin-1")
@@ -69,9 +70,9 @@ class Access:
         guard = self._guard()
         if guard is None:
             return
-        metadata = _metadata(context)
-        header = metadata.get(AUTHORIZATION, "")
-        stamp = metadata.get(DATE_TIME, "")
+        headers = metadata(context)
+        header = headers.get(AUTHORIZATION, "")
+        stamp = headers.get(DATE_TIME, "")
         match = _HEADER.fullmatch(header) if len(header) <= MAX_HEADER else None
         access_key = match.group("key") if match else ""
         signature = match.group("signature").lower() if match else ""

@@ -19,6 +19,7 @@ from reconsume.broker.context import BrokerContext
 from reconsume.broker.messaging.messages import to_protocol
 from reconsume.broker.messaging.pop import Handle, PopEngine, invisible_ms
 from reconsume.broker.messaging.status import Refused, status
+from reconsume.broker.messaging.times import timestamp
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.names import validate_group
 from reconsume.wire.v2 import definition_pb2 as pb
@@ -48,8 +49,7 @@ def tag_filter(expression: pb.FilterExpression) -> frozenset[str] | None:
 
 
 def _now_stamp() -> Timestamp:
-    ms = time.time_ns() // 1_000_000
-    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+    return timestamp(time.time_ns() // 1_000_000)
 
 
 def _group(name: str) -> str:

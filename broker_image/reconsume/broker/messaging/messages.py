@@ -14,10 +14,8 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from reconsume.broker.messaging.pop import Lease
+from reconsume.broker.messaging.times import duration, timestamp
 from reconsume.message import properties as props
 from reconsume.message.model import StoredMessage
 from reconsume.wire.v2 import definition_pb2 as pb
@@ -31,10 +29,6 @@ _SYSTEM = frozenset(
     }
 )  # fmt: skip
 """Properties the protocol carries in fields of its own, or the broker's bookkeeping."""
-
-
-def _stamp(ms: int) -> Timestamp:
-    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
 
 
 def message_type(properties: dict[str, str]) -> pb.MessageType:
@@ -59,16 +53,14 @@ def to_protocol(message: StoredMessage, lease: Lease, handle: str, invisible_ms:
         body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(body).hexdigest().upper()),
         body_encoding=pb.IDENTITY,
         message_type=message_type(properties),
-        born_timestamp=_stamp(message.born_timestamp_ms),
+        born_timestamp=timestamp(message.born_timestamp_ms),
         born_host=str(ipaddress.ip_address(message.born_host.ip)),
-        store_timestamp=_stamp(message.store_timestamp_ms),
+        store_timestamp=timestamp(message.store_timestamp_ms),
         store_host=str(message.store_host),
         receipt_handle=handle,
         queue_id=lease.queue_id,
         queue_offset=lease.offset,
-        invisible_duration=Duration(
-            seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000
-        ),
+        invisible_duration=duration(invisible_ms),
         delivery_attempt=lease.attempt,
     )
     if message.tags is not None:
@@ -76,7 +68,7 @@ def to_protocol(message: StoredMessage, lease: Lease, handle: str, invisible_ms:
     if props.SHARDING_KEY in properties:
         system.message_group = properties[props.SHARDING_KEY]
     if props.TIMER_DELIVER_MS in properties:
-        system.delivery_timestamp.CopyFrom(_stamp(int(properties[props.TIMER_DELIVER_MS])))
+        system.delivery_timestamp.CopyFrom(timestamp(int(properties[props.TIMER_DELIVER_MS])))
     user = {k: v for k, v in properties.items() if k not in _SYSTEM}
     if props.REPROCESSED in properties and props.ORIGIN_MESSAGE_ID in properties:
         # A dead-letter job's re-send has an id of its own; the dead letter's stays visible.

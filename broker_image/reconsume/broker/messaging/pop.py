@@ -216,9 +216,6 @@ class PopEngine:
                 continue  # a FIFO queue waits for its leased messages
             self._read(group.group_name, topic, queue_id, cursor, tags, batch - len(taken),
                        now + invisible, taken, fifo)  # fmt: skip
-            for received in taken:
-                received.lease.client_id = client_id
-                received.lease.renew_until_ms = renew_until
             if fifo and taken:
                 break  # one queue's messages at a time
         if taken:
@@ -226,6 +223,8 @@ class PopEngine:
             stats = self.context.stats
             stats.popped(group.group_name, "received", len(taken))
             for received in taken:
+                received.lease.client_id = client_id
+                received.lease.renew_until_ms = renew_until
                 stats.delivered(received.lease.topic, group.group_name, 1)
         return taken
 

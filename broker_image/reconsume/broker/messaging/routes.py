@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reconsume.broker.messaging.status import Refused
+from reconsume.client.routes import MASTER_ID
 from reconsume.errors import RemotingError
 from reconsume.message.configs import TopicConfig, is_readable, is_writable
 from reconsume.wire import fastjson
@@ -29,7 +30,6 @@ from reconsume.wire.v2 import definition_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-MASTER_ID = 0
 TIMEOUT_S = 3.0
 _TYPES: dict[str, tuple[pb.MessageType, ...]] = {
     "NORMAL": (pb.NORMAL,),

@@ -22,7 +22,13 @@ from grpc import aio
 from reconsume.access.guard import AclGuard
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.messaging import produce
-from reconsume.broker.messaging.auth import Access, consume_needs, route_needs, send_needs
+from reconsume.broker.messaging.auth import (
+    Access,
+    consume_needs,
+    metadata,
+    route_needs,
+    send_needs,
+)
 from reconsume.broker.messaging.clients import GrpcClients
 from reconsume.broker.messaging.consume import ConsumeService
 from reconsume.broker.messaging.local import LocalConnection, peer_of
@@ -50,10 +56,7 @@ Response = TypeVar("Response", bound=Message)
 
 
 def _client_id(context: aio.ServicerContext[Any, Any]) -> str:
-    for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID:
-            return value if isinstance(value, str) else value.decode()
-    return ""
+    return metadata(context).get(CLIENT_ID, "")
 
 
 def _topic(resource: pb.Resource) -> None:

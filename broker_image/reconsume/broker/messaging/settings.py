@@ -10,8 +10,7 @@ sent as RocketMQ's customized backoff with those delays.
 
 from __future__ import annotations
 
-from google.protobuf.duration_pb2 import Duration
-
+from reconsume.broker.messaging.times import duration
 from reconsume.engine.delays import DelayLevels
 from reconsume.engine.policies import CustomizedPolicy, ExponentialPolicy, retry_policy
 from reconsume.engine.retry import next_delay_level
@@ -28,10 +27,6 @@ LONG_POLLING_TIMEOUT_MS = 30_000
 """The proxy's ``grpcClientConsumerLongPollingBatchSize`` and ``...MaxLongPollingTimeoutMillis``."""
 
 
-def _duration(ms: int) -> Duration:
-    return Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
-
-
 def group_backoff(
     config: SubscriptionGroupConfig, levels: DelayLevels, max_delay_ms: int
 ) -> pb.RetryPolicy:
@@ -41,14 +36,14 @@ def group_backoff(
     if isinstance(policy, ExponentialPolicy):
         backoff.exponential_backoff.CopyFrom(
             pb.ExponentialBackoff(
-                initial=_duration(policy.initial_ms),
-                max=_duration(min(policy.max_ms, max_delay_ms)),
+                initial=duration(policy.initial_ms),
+                max=duration(min(policy.max_ms, max_delay_ms)),
                 multiplier=float(policy.multiplier),
             )
         )
     elif isinstance(policy, CustomizedPolicy):
         backoff.customized_backoff.CopyFrom(
-            pb.CustomizedBackoff(next=[_duration(min(ms, max_delay_ms)) for ms in policy.next_ms])
+            pb.CustomizedBackoff(next=[duration(min(ms, max_delay_ms)) for ms in policy.next_ms])
         )
     else:
         delays = [
@@ -56,7 +51,7 @@ def group_backoff(
             for times in range(max(1, levels.max_level - next_delay_level(0, levels) + 1))
         ]
         backoff.customized_backoff.CopyFrom(
-            pb.CustomizedBackoff(next=[_duration(ms) for ms in delays])
+            pb.CustomizedBackoff(next=[duration(ms) for ms in delays])
         )
     return backoff
 
@@ -77,8 +72,8 @@ def answer(
             pb.RetryPolicy(
                 max_attempts=PRODUCER_MAX_ATTEMPTS,
                 exponential_backoff=pb.ExponentialBackoff(
-                    initial=_duration(PRODUCER_BACKOFF_INITIAL_MS),
-                    max=_duration(PRODUCER_BACKOFF_MAX_MS),
+                    initial=duration(PRODUCER_BACKOFF_INITIAL_MS),
+                    max=duration(PRODUCER_BACKOFF_MAX_MS),
                     multiplier=PRODUCER_BACKOFF_MULTIPLIER,
                 ),
             )
@@ -88,7 +83,7 @@ def answer(
     elif settings.HasField("subscription"):
         subscription = merged.subscription
         subscription.receive_batch_size = RECEIVE_BATCH_SIZE
-        subscription.long_polling_timeout.CopyFrom(_duration(LONG_POLLING_TIMEOUT_MS))
+        subscription.long_polling_timeout.CopyFrom(duration(LONG_POLLING_TIMEOUT_MS))
         config = group or SubscriptionGroupConfig(group_name=settings.subscription.group.name)
         subscription.fifo = config.consume_message_orderly
         merged.backoff_policy.CopyFrom(group_backoff(config, levels, max_delay_ms))
