@@ -2,13 +2,15 @@
 
 One name-server Deployment and Service, the brokers (:mod:`reconsume_operator.broker_pods`:
 StatefulSets, disruption budgets and, with replicas, the brokers' Leases and their right to
-them) with a headless Service, and a ConfigMap holding the brokers' TOML settings
-(``reconsume broker --config``). Owner references are added by the handler (``kopf.adopt``),
-not here; names and labels are :mod:`reconsume_operator.naming`'s.
+them) with a headless Service, a ConfigMap holding the brokers' TOML settings
+(``reconsume broker --config``) and, with ``spec.networkPolicy.enabled``, a NetworkPolicy
+(:mod:`reconsume_operator.network_policy`). Owner references are added by the handler
+(``kopf.adopt``), not here; names and labels are :mod:`reconsume_operator.naming`'s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from reconsume.topology.clusters import ClusterSpec
@@ -29,6 +31,7 @@ from reconsume_operator.naming import (
     namesrv_name,
     selector,
 )
+from reconsume_operator.network_policy import network_policy
 from reconsume_operator.pod_security import security_args, security_mounts, security_volumes
 
 NAMESRV_RESOURCES: dict[str, Any] = {
@@ -127,15 +130,22 @@ def grpc_access_service(spec: ClusterSpec) -> dict[str, Any]:
 
 
 def children(
-    spec: ClusterSpec, broker_replicas: int | None = None, replica_pods: int | None = None
+    spec: ClusterSpec,
+    broker_replicas: int | None = None,
+    replica_pods: int | None = None,
+    operator: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object the cluster runs, in creation order; none for an external cluster.
     ``broker_replicas`` replaces ``spec.brokers`` as the brokers' StatefulSets' replicas, and
     ``replica_pods`` (default: the same) the replica StatefulSets' (0 while a cluster that
-    gains replicas restarts its first pods into the election)."""
+    gains replicas restarts its first pods into the election). ``operator`` is the operator's
+    pods as a NetworkPolicy peer (None: not known); the NetworkPolicy comes first, so the pods
+    start behind it."""
     if spec.external:
         return []
+    policy = network_policy(spec, operator)
     return [
+        *([] if policy is None else [policy]),
         namesrv_service(spec),
         namesrv_deployment(spec),
         broker_service(spec),

@@ -47,6 +47,7 @@ from reconsume_operator.kube import KubeError
 from reconsume_operator.masters import with_masters
 from reconsume_operator.metrics import reconcile_timer
 from reconsume_operator.naming import broker_name
+from reconsume_operator.network_policy import operator_peer
 from reconsume_operator.passes import ObjectLocks, deleting
 from reconsume_operator.replicated import (
     BrokerPods,
@@ -97,6 +98,7 @@ def ever_ready(body: Mapping[str, Any]) -> bool:
 
 def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
     template = ctx.config.name_server_template
+    operator = operator_peer(ctx.config.pod_namespace, ctx.config.pod_labels)
     passes = ObjectLocks()
     warnings = Warnings()
 
@@ -151,7 +153,7 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
                 decision, version = await decide_replicas(spec)
                 if decision.removing:
                     normal(body, "ScalingDown", decision.message)
-                objects = children(spec, decision.replicas, replica_pods)
+                objects = children(spec, decision.replicas, replica_pods, operator)
                 placeholders = leases(spec, decision.replicas)
                 kopf.adopt([*objects, *placeholders], owner=body)
                 for lease in placeholders:  # before the pods that use them

@@ -64,6 +64,15 @@ class OperatorConfig:
     replaced; None: the name-server Service, ``<cluster>-namesrv.<namespace>.svc:9876``. For
     an operator running outside the Kubernetes network (through a tunnel or port-forward) and
     for tests that run the name server as a local process; pods keep using the Service."""
+    pod_namespace: str | None = None
+    """The namespace of the operator's own pods (``RECONSUME_OPERATOR_NAMESPACE``; the Helm
+    chart sets its release namespace). With :attr:`pod_labels`, BrokerCluster
+    NetworkPolicies admit the operator's pods to the name servers and brokers; None: not known
+    (an operator outside the cluster), and such a policy admits it only through its
+    ``spec.networkPolicy.clients``."""
+    pod_labels: tuple[tuple[str, str], ...] = ()
+    """Labels that select the operator's own pods (``RECONSUME_OPERATOR_POD_LABELS``,
+    ``key=value`` pairs separated by commas; the chart sets its pods' selector labels)."""
 
     def __post_init__(self) -> None:
         if self.drift_interval_s <= 0:
@@ -82,6 +91,14 @@ class OperatorConfig:
                     f"name-server address template {self.name_server_template!r} may use only "
                     f"{{cluster}} and {{namespace}}: {exc}"
                 ) from exc
+        if (self.pod_namespace is None) != (not self.pod_labels):
+            raise ValueError(
+                "the operator's pods are known by RECONSUME_OPERATOR_NAMESPACE and "
+                "RECONSUME_OPERATOR_POD_LABELS together: set both or neither"
+            )
+        for key, value in self.pod_labels:
+            if not key:
+                raise ValueError(f"RECONSUME_OPERATOR_POD_LABELS: a label without a key: ={value}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -89,8 +106,9 @@ class OperatorConfig:
         ``RECONSUME_METRICS_PORT`` (empty: none), ``RECONSUME_PEERING``,
         ``RECONSUME_PEERING_LIFETIME_SECONDS``, ``RECONSUME_DELETION_TIMEOUT_SECONDS``,
         ``RECONSUME_BROKER_IMAGE``,
-        ``RECONSUME_DLQ_JOBS_IMAGE``, ``RECONSUME_DLQ_JOBS_MAIN_FILE`` and
-        ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` when set."""
+        ``RECONSUME_DLQ_JOBS_IMAGE``, ``RECONSUME_DLQ_JOBS_MAIN_FILE``,
+        ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE``, ``RECONSUME_OPERATOR_NAMESPACE`` and
+        ``RECONSUME_OPERATOR_POD_LABELS`` when set."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
 
@@ -124,7 +142,24 @@ class OperatorConfig:
             values["dlq_jobs_main_file"] = env["RECONSUME_DLQ_JOBS_MAIN_FILE"]
         if env.get("RECONSUME_NAMESERVER_ADDRESS_TEMPLATE"):
             values["name_server_template"] = env["RECONSUME_NAMESERVER_ADDRESS_TEMPLATE"]
+        if env.get("RECONSUME_OPERATOR_NAMESPACE", "").strip():
+            values["pod_namespace"] = env["RECONSUME_OPERATOR_NAMESPACE"].strip()
+        if env.get("RECONSUME_OPERATOR_POD_LABELS", "").strip():
+            values["pod_labels"] = label_pairs(env["RECONSUME_OPERATOR_POD_LABELS"])
         return replace(cls(), **values)
+
+
+def label_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """``a=b,c=d`` as ``(("a", "b"), ("c", "d"))``."""
+    pairs = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"RECONSUME_OPERATOR_POD_LABELS: {item.strip()!r} is not key=value")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
 
 
 def backoff_delay_s(retry: int, config: OperatorConfig) -> float:

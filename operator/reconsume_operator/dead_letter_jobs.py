@@ -128,7 +128,8 @@ def _meta(spec: DeadLetterJobSpec, name: str) -> dict[str, Any]:
 def spark_conf(spec: DeadLetterJobSpec, image: str, *, in_job_pod: bool = True) -> dict[str, str]:
     """Spark properties: the driver's (and, unless the master is local, the executors')
     resources, then ``spec.spark.conf`` (which may override them), then, with a ``k8s://``
-    master, what the driver in the Job's pod needs to create executor pods (not overridable).
+    master, what the driver in the Job's pod needs to create executor pods and the label of
+    the run on them (not overridable).
     ``$(POD_IP)`` and ``$(POD_NAME)`` are the pod's environment variables, which Kubernetes
     substitutes in the command."""
     conf = resource_conf(spec)
@@ -137,6 +138,9 @@ def spark_conf(spec: DeadLetterJobSpec, image: str, *, in_job_pod: bool = True) 
     conf.update(spec.conf)
     if spec.kubernetes_master:
         conf["spark.kubernetes.namespace"] = spec.namespace
+        # The executors the driver creates carry the label a BrokerCluster's NetworkPolicy
+        # admits DeadLetterJob runs by (the Job's own pod has every label of the run).
+        conf[f"spark.kubernetes.executor.label.{JOB_LABEL}"] = label_value(spec.name)
         conf["spark.kubernetes.authenticate.driver.serviceAccountName"] = spark_account_name(spec)
         if in_job_pod:
             conf["spark.driver.host"] = "$(POD_IP)"

@@ -65,6 +65,13 @@ def config_name(cluster: str) -> str:
     return f"{cluster}-broker-config"
 
 
+def network_policy_name(cluster: str) -> str:
+    """The NetworkPolicy of ``spec.networkPolicy``. Not the cluster's own name: the Helm
+    chart's NetworkPolicy of the operator's pods is named as its release (``reconsume``), and
+    a BrokerCluster of that name in the operator's namespace would take it over."""
+    return f"{cluster}-network-policy"
+
+
 def service_account_name(cluster: str) -> str:
     """The ServiceAccount the brokers of a replicated cluster run as."""
     return broker_name(cluster)
@@ -98,6 +105,24 @@ def selector(cluster: str, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/instance": cluster,
         "app.kubernetes.io/component": component,
+    }
+
+
+def server_pods(cluster: str) -> dict[str, Any]:
+    """A label selector of the cluster's name-server and broker pods (not its DeadLetterJobs'
+    run pods, whose instance label is the job's name and may equal a cluster's)."""
+    return {
+        "matchLabels": {
+            "app.kubernetes.io/instance": cluster,
+            "app.kubernetes.io/managed-by": "reconsume-operator",
+        },
+        "matchExpressions": [
+            {
+                "key": "app.kubernetes.io/component",
+                "operator": "In",
+                "values": ["broker", "namesrv"],
+            }
+        ],
     }
 
 

@@ -97,6 +97,12 @@ def register(
             ctx.metrics = (server, thread)
             ctx.metrics_port = port
             logger.info(f"serving /metrics on port {port}")
+        if config.pod_namespace is None:
+            logger.info(
+                "the operator's own pods are not known (RECONSUME_OPERATOR_NAMESPACE, "
+                "RECONSUME_OPERATOR_POD_LABELS): a BrokerCluster's NetworkPolicy admits the "
+                "operator only as one of its spec.networkPolicy.clients"
+            )
 
     # A registry of our own has none of the login handlers Kopf's default registry gets:
     # credentials of the pod's service account, else $KUBECONFIG, through `kubernetes`.

@@ -19,6 +19,7 @@ from reconsume_operator.broker_pods import LEASE_API
 from reconsume_operator.kube import ChildWriter
 from reconsume_operator.masters import BrokerLease, broker_leases
 from reconsume_operator.naming import POD_INDEX_LABEL, broker_name, replica_set_name
+from reconsume_operator.network_policy import API_VERSION as NETWORK_API
 from reconsume_operator.rollout import REVISION_LABEL, PodView, SetView, Step, next_step
 
 PRUNED = (
@@ -28,8 +29,10 @@ PRUNED = (
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("v1", "ServiceAccount"),
+    (NETWORK_API, "NetworkPolicy"),
 )
-"""Kinds of children that a spec change can make unwanted (fewer replicas or brokers)."""
+"""Kinds of children that a spec change can make unwanted (fewer replicas or brokers,
+``spec.networkPolicy.enabled`` turned off)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from reconsume_operator.config import OperatorConfig
 from reconsume_operator.dead_letter_jobs import RBAC_RESOURCES, RBAC_VERBS
 from reconsume_operator.main import build_parser
 from reconsume_operator.naming import labels
+from reconsume_operator.network_policy import RBAC_VERBS as NETWORK_POLICY_VERBS
 
 from .helm import (
     CHART,
@@ -330,6 +332,32 @@ def test_rbac_grants_what_a_spark_driver_role_grants(helm: Helm) -> None:
     for resource in RBAC_RESOURCES:
         for verb in RBAC_VERBS:
             assert grants(rules, "", resource, verb), f"{verb} {resource}"
+
+
+@pytest.mark.parametrize("path", values_files(), ids=lambda path: path.stem)
+def test_rbac_on_network_policies_is_what_the_operator_does(helm: Helm, path: Path) -> None:
+    """A BrokerCluster's NetworkPolicy is server-side applied and pruned: no get, no watch
+    (tests/k8s/test_operator_network_policy.py runs the operator's writer with just these)."""
+    objects = helm.render(values=[path])
+    rules = [r for kind in ("ClusterRole", "Role") for r in rules_of(objects, kind)]
+    granting = [rule for rule in rules if "networkpolicies" in rule["resources"]]
+    assert granting, "no rule on networkpolicies"
+    for rule in granting:
+        assert rule["apiGroups"] == ["networking.k8s.io"], rule
+        assert rule["resources"] == ["networkpolicies"], rule
+        assert rule["verbs"] == list(NETWORK_POLICY_VERBS), rule
+
+
+@pytest.mark.parametrize("path", values_files(), ids=lambda path: path.stem)
+def test_the_operator_is_told_its_own_pods(helm: Helm, path: Path) -> None:
+    """What BrokerClusters' NetworkPolicies admit the operator by: its namespace and the
+    labels of the Deployment's selector, read as the operator reads its settings."""
+    objects = helm.render(values=[path])
+    config = OperatorConfig.from_env(env_of(objects))
+    assert config.pod_namespace == NAMESPACE
+    deployment = one(objects, "Deployment")["spec"]
+    assert dict(config.pod_labels) == deployment["selector"]["matchLabels"]
+    assert dict(config.pod_labels).items() <= deployment["template"]["metadata"]["labels"].items()
 
 
 # ------------------------------------------------------------------ NetworkPolicy

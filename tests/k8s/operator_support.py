@@ -184,11 +184,13 @@ def running_operator(
     name_server_template: str | None = None,
     backoff_s: tuple[float, float] = (0.5, 2.0),
     deletion_timeout_s: float = 600.0,
+    pods: tuple[str, dict[str, str]] | None = None,
 ) -> Iterator[KopfRunner]:
     """The operator in this process, watching ``namespace``, standalone, without metrics,
     logged in with the control plane's client certificate; ``name_server_template`` is its
     ``RECONSUME_NAMESERVER_ADDRESS_TEMPLATE`` (operator-run clusters' name servers);
-    ``backoff_s`` the first and the longest retry delay."""
+    ``backoff_s`` the first and the longest retry delay; ``pods`` the namespace and labels
+    of the operator's own pods, as the Helm chart tells it (``RECONSUME_OPERATOR_*``)."""
     config = OperatorConfig(
         drift_interval_s=drift_s,
         backoff_base_s=backoff_s[0],
@@ -198,6 +200,8 @@ def running_operator(
         liveness_port=None,
         standalone=True,
         name_server_template=name_server_template,
+        pod_namespace=None if pods is None else pods[0],
+        pod_labels=() if pods is None else tuple(pods[1].items()),
     )
     registry = kopf.OperatorRegistry()
     register(registry, config, login=False, kube=control_plane.configuration())

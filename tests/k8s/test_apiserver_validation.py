@@ -22,6 +22,7 @@ from reconsume.apiserver.crds import API_VERSION, KINDS, plural
 from reconsume.apiserver.schema import Problem
 from reconsume.apiserver.validation import check, checked
 
+from . import network_policy_cases
 from .control_plane import ControlPlane
 from .operator_support import crds, new_namespace
 
@@ -192,6 +193,7 @@ VALID: list[tuple[str, Object]] = [
             finalizers=["example.com/cleanup"],
         ),
     ),
+    *network_policy_cases.VALID,
 ]
 
 INVALID: list[tuple[str, Object]] = [
@@ -370,6 +372,7 @@ INVALID: list[tuple[str, Object]] = [
     ("an enum keeps the rules from running", group("a.b", messageModel="Queue")),
     ("a bound and a pattern", cluster(brokers=0, delayLevels="0s", image="")),
     ("two rules on a job", job(action="Drain", target={"topic": "t"}, maxMessages=0)),
+    *network_policy_cases.INVALID,
 ]
 
 
@@ -538,6 +541,7 @@ UPDATES: list[tuple[str, Object, Object]] = [
     ("access control turned off", cluster(), cluster(accessControl={"enabled": False})),
     ("TLS added", cluster(), cluster(tls={"secretName": "orders-tls"})),
     ("producers added", topic(), topic(producers=["orders-app"])),
+    *network_policy_cases.UPDATES,
 ]
 
 

@@ -56,6 +56,14 @@ class ClusterSpec:
     """``spec.tls.secretName``; None: no TLS on the remoting port."""
     tls_mode: str = "Enforcing"
     tls_client_auth: str = "None"
+    network_policy: bool = False
+    """``spec.networkPolicy.enabled``: whether the operator restricts who reaches the pods."""
+    network_clients: tuple[Mapping[str, Any], ...] = ()
+    """``spec.networkPolicy.clients``: NetworkPolicy peers admitted to the client ports
+    (empty: any source)."""
+    metrics_from: tuple[Mapping[str, Any], ...] = ()
+    """``spec.networkPolicy.metricsFrom``: peers admitted to the brokers' HTTP port (empty:
+    any source)."""
 
     @property
     def external(self) -> bool:
@@ -101,6 +109,7 @@ def cluster_spec(body: Mapping[str, Any], default_image: str = "") -> ClusterSpe
     external = spec.get("external")
     access = spec.get("accessControl") or {}
     tls = spec.get("tls") or {}
+    network = spec.get("networkPolicy") or {}
     enabled = access.get("enabled")
     return ClusterSpec(
         name=str(metadata["name"]),
@@ -125,4 +134,7 @@ def cluster_spec(body: Mapping[str, Any], default_image: str = "") -> ClusterSpe
         tls_secret=tls.get("secretName"),
         tls_mode=str(tls.get("mode") or "Enforcing"),
         tls_client_auth=str(tls.get("clientAuth") or "None"),
+        network_policy=bool(network.get("enabled", False)),
+        network_clients=tuple(network.get("clients") or ()),
+        metrics_from=tuple(network.get("metricsFrom") or ()),
     )

@@ -23,6 +23,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: controller
 {{- end -}}
 
+{{/* The selector labels as key=value pairs separated by commas (RECONSUME_OPERATOR_POD_LABELS). */}}
+{{- define "reconsume.selectorLabelPairs" -}}
+{{- $pairs := list -}}
+{{- range $key, $value := include "reconsume.selectorLabels" . | fromYaml -}}
+{{- $pairs = append $pairs (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
 {{- define "reconsume.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "reconsume.selectorLabels" . }}

@@ -19,6 +19,8 @@ from reconsume.apiserver.schema import Problem, defaulted, validate, walk
 from reconsume.apiserver.validation import NOT_CHECKED, check, checked
 from reconsume.embedded.cron import MACROS
 
+from .network_policy_cases import NETWORK_POLICY_CEL_CASES
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
@@ -359,6 +361,7 @@ CEL_CASES: list[tuple[str, Object, Object, Object | None, str, tuple[str, str, s
         "spec.action",
         ("DeadLetterJob", "spec.action", "self == oldSelf"),
     ),
+    *NETWORK_POLICY_CEL_CASES,
 ]
 
 

@@ -208,6 +208,8 @@ def test_in_kubernetes_mode_the_driver_pod_gets_its_account_and_addresses() -> N
     assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
     assert conf["spark.kubernetes.container.image"] == IMAGE
     assert conf["spark.executor.instances"] == "1"
+    # The executors carry the run's label (a BrokerCluster's NetworkPolicy admits it).
+    assert conf[f"spark.kubernetes.executor.label.{JOB_LABEL}"] == "orders-dlq"
 
 
 def test_rbac_only_in_kubernetes_mode() -> None:
