@@ -44,7 +44,7 @@ from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
 from reconsume_operator.credentials import CredentialsProblem
 from reconsume_operator.events import Warnings, normal
 from reconsume_operator.kube import KubeError
-from reconsume_operator.masters import with_masters
+from reconsume_operator.masters import masters_column, with_masters
 from reconsume_operator.metrics import reconcile_timer
 from reconsume_operator.naming import broker_name
 from reconsume_operator.network_policy import operator_peer
@@ -191,6 +191,7 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
             fields["accessControl"] = access_status(spec, acl)
             if "brokers" in fields and not spec.external:
                 fields["brokers"] = with_masters(spec, fields["brokers"], pods.leases)
+                fields["masters"] = masters_column(fields["brokers"])
             if condition.status:
                 if warnings.settled(body, condition.reason):
                     normal(body, condition.reason, condition.message)

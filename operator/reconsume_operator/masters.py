@@ -99,3 +99,10 @@ def with_masters(
             continue
         entries.append({**entry, **master_fields(spec.name, lease, int(index))})
     return entries
+
+
+def masters_column(brokers: Sequence[Mapping[str, Any]]) -> str:
+    """``status.masters``: each broker's master pod in broker order, comma-separated (``-``
+    where none holds the lease), for the ``MASTERS`` column. A printer column's JSONPath over
+    ``status.brokers[*]`` shows only the first broker's."""
+    return ",".join(str(entry.get("master") or "-") for entry in brokers)

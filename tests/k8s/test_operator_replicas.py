@@ -115,6 +115,9 @@ def test_replicas_elect_through_the_leases_the_operator_made(
             assert header.split()[:4] == ["NAME", "READY", "PHASE", "BROKERS"]
             assert "MASTERS" in header.split()
             assert "orders-broker-0" in row.split()
+            assert (resources.get("brokerclusters", "orders") or {})["status"]["masters"] == (
+                "orders-broker-0"
+            )
 
             brokers[0].kill()
             eventually(

@@ -12,6 +12,7 @@ from reconsume_operator.masters import (
     BrokerLease,
     broker_lease,
     broker_leases,
+    masters_column,
     with_masters,
 )
 from reconsume_operator.replicated import BrokerPods, replicas_gated
@@ -133,6 +134,14 @@ def test_leases_name_the_master_pod_epoch_and_in_sync_replicas() -> None:
     assert status[1] == {"name": "orders-broker-0"}
     plain = with_masters(ClusterSpec("orders"), [{"name": "orders-broker-0"}], {})
     assert plain == [{"name": "orders-broker-0", "master": "orders-broker-0"}]
+    # The MASTERS column: every broker's, "-" where no master is known.
+    assert masters_column(status) == "orders-broker-r2-1,-"
+    two = with_masters(
+        ClusterSpec("orders", brokers=2),
+        [{"name": "orders-broker-0"}, {"name": "orders-broker-1"}],
+        {},
+    )
+    assert masters_column(two) == "orders-broker-0,orders-broker-1"
 
 
 def test_replica_pods_wait_until_the_first_pods_run_the_election() -> None:
