@@ -1,8 +1,9 @@
 """Embedded mode's reconciler (reconsume.embedded.environment) with real name-server and broker
-processes: manifests become running processes and broker configuration; an edit is applied;
-an invalid edit changes nothing and is reported with file, object and field; a removed
-manifest is deleted under its deletion policy; a broker that dies is restarted; stop ends
-every process; with replicas a killed master is replaced by its replica, losing nothing."""
+processes: manifests become running processes and broker configuration (a ConsumerGroup's
+consume type too); an edit is applied; an invalid edit changes nothing and is reported with
+file, object and field; a removed manifest is deleted under its deletion policy; a broker that
+dies is restarted; stop ends every process; with replicas a killed master is replaced by its
+replica, losing nothing."""
 
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ metadata:
 spec:
   cluster: shop
   groupName: GID_payments
+  consumeType: {consume_type}
   retry:
     maxTimes: {max_times}
   deletionPolicy: Delete
@@ -77,15 +79,22 @@ def run(coroutine: Callable[[], Awaitable[T]]) -> T:
 
 async def group_max_times(environment: Environment, group: str) -> set[int]:
     """retryMaxTimes of ``group`` on every broker of the cluster (absent: -999)."""
+    return {times for times, _kind in await group_settings(environment, group)}
+
+
+async def group_settings(environment: Environment, group: str) -> set[tuple[int, str]]:
+    """(retryMaxTimes, consume type) of ``group`` on every broker (absent: (-999, ""))."""
     (cluster,) = environment.clusters.values()
     assert cluster.name_server is not None
     async with AdminClient([cluster.name_server]) as admin:
-        values = set()
+        values: set[tuple[int, str]] = set()
         for broker in await admin.brokers("shop"):
             assert broker.master is not None
             configs = await admin.group_configs(broker.master)
             config = configs.get(group)
-            values.add(-999 if config is None else config.retry_max_times)
+            values.add(
+                (-999, "") if config is None else (config.retry_max_times, config.consume_type)
+            )
         return values
 
 
@@ -95,7 +104,7 @@ def test_manifests_are_applied_edited_refused_and_removed(tmp_path: Path) -> Non
     manifests.mkdir()
     write(manifests, "cluster.yaml", CLUSTER)
     write(manifests, "topic.yaml", TOPIC)
-    write(manifests, "group.yaml", GROUP.format(max_times=4))
+    write(manifests, "group.yaml", GROUP.format(max_times=4, consume_type="Pop"))
     environment = Environment(tmp_path / "data", [manifests], namesrv_port=0)
 
     async def scenario() -> None:
@@ -105,19 +114,19 @@ def test_manifests_are_applied_edited_refused_and_removed(tmp_path: Path) -> Non
             assert sorted(cluster.brokers) == ["shop-broker-0", "shop-broker-1"]
             assert all(child.running for child in cluster.brokers.values())
             await until_ready(environment)
-            assert await group_max_times(environment, "GID_payments") == {4}
+            assert await group_settings(environment, "GID_payments") == {(4, "POP")}
             group = environment.objects[("ConsumerGroup", "default", "payments")]
             assert (group.status["retryDepth"], group.status["deadLetterDepth"]) == (0, 0)
             topic = environment.objects[("Topic", "default", "orders")]
             assert [b["readQueueNums"] for b in topic.status["brokers"]] == [3, 3]
 
             # An edit reaches every broker.
-            write(manifests, "group.yaml", GROUP.format(max_times=6))
+            write(manifests, "group.yaml", GROUP.format(max_times=6, consume_type="Pull"))
             await environment.sync()
-            assert await group_max_times(environment, "GID_payments") == {6}
+            assert await group_settings(environment, "GID_payments") == {(6, "PULL")}
 
             # An invalid edit changes nothing and says where the problem is.
-            write(manifests, "group.yaml", GROUP.format(max_times=-5))
+            write(manifests, "group.yaml", GROUP.format(max_times=-5, consume_type="Pull"))
             await environment.sync()
             (problem,) = environment.problems
             assert problem.startswith(f"{manifests / 'group.yaml'}: ConsumerGroup payments: ")
@@ -164,7 +173,7 @@ def test_invalid_manifests_start_nothing(tmp_path: Path) -> None:
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     write(manifests, "cluster.yaml", CLUSTER)
-    write(manifests, "group.yaml", GROUP.format(max_times="many"))
+    write(manifests, "group.yaml", GROUP.format(max_times="many", consume_type="Any"))
     environment = Environment(tmp_path / "data", [manifests], namesrv_port=0)
     with pytest.raises(ManifestsInvalid) as raised:
         run(environment.start)

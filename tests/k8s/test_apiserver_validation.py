@@ -101,6 +101,8 @@ VALID: list[tuple[str, Object]] = [
     ("Exponential max equal to initial", group(retry=policy(**{**EXPONENTIAL, "max": "60s"}))),
     ("max in ms", group(retry=policy(**{**EXPONENTIAL, "initial": "1s", "max": "1000ms"}))),
     ("Broadcasting", group(messageModel="Broadcasting", deletionPolicy="Delete")),
+    ("consumed by RocketMQ 5 clients only", group(consumeType="Pop")),
+    ("consumed by RocketMQ 4.x consumers only", group(consumeType="Pull", orderly=True)),
     ("retries off", group(retry={"queueNums": 0, "maxTimes": -1})),
     ("largest bounds", group(retry={"queueNums": 64, "maxTimes": 2147483647})),
     (
@@ -256,6 +258,8 @@ INVALID: list[tuple[str, Object]] = [
     ("1001 executors", purge(spark={"executor": {"instances": 1001}})),
     # enums
     ("unknown message model", group(messageModel="Queue")),
+    ("unknown consume type", group(consumeType="Both")),
+    ("consume type as the attribute spells it", group(consumeType="POP")),
     ("unknown deletion policy", group(deletionPolicy="Orphan")),
     ("unknown subscription type", group(subscriptions=[{"topic": "a", "type": "REGEX"}])),
     ("unknown permission", topic(perm="RW")),

@@ -352,10 +352,11 @@ def test_printer_columns_show_the_spec_before_any_reconcile(
     kubectl: Kubectl, api: kubernetes.client.ApiClient, namespace: str
 ) -> None:
     """No operator runs here: GROUP and TOPIC show the name on the brokers (spec.groupName,
-    else metadata.name) from creation on, an external cluster shows no storage, and BROKERS
-    the brokers registered (status) while DESIRED (-o wide) is spec.brokers."""
+    else metadata.name) from creation on, CONSUME TYPE (-o wide) spec.consumeType or its
+    default, an external cluster shows no storage, and BROKERS the brokers registered (status)
+    while DESIRED (-o wide) is spec.brokers."""
     for manifest in (
-        group(groupName="GID_orders"),
+        group(groupName="GID_orders", consumeType="Pop"),
         renamed(group(), "plain-consumer"),
         topic(),
         renamed(topic(topicName="orders_eu"), "orders.eu"),
@@ -367,6 +368,11 @@ def test_printer_columns_show_the_spec_before_any_reconcile(
     assert {name: (row["GROUP"], row["CLUSTER"]) for name, row in shown.items()} == {
         "orders-consumer": ("GID_orders", "orders"),
         "plain-consumer": ("plain-consumer", "orders"),
+    }
+    wide = {row["NAME"]: row for row in columns(kubectl("get", "rcg", "-o", "wide").stdout)}
+    assert {name: row["CONSUME TYPE"] for name, row in wide.items()} == {
+        "orders-consumer": "Pop",
+        "plain-consumer": "Any",  # the default, stored by the API server
     }
     shown = {row["NAME"]: row for row in columns(kubectl("get", "rtopic").stdout)}
     assert {name: (row["TOPIC"], row["QUEUES"]) for name, row in shown.items()} == {

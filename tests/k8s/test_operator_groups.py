@@ -1,6 +1,7 @@
 """The operator on a real API server against two local brokers (BrokerCluster.spec.external):
 a ConsumerGroup becomes Ready with its config and topics on both brokers, follows spec
-changes, repairs drift, reports a stopped broker, honours pause and resolves conflicts."""
+changes (its consume type too), repairs drift, reports a stopped broker, honours pause and
+resolves conflicts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from kopf.testing import KopfRunner
 
 from reconsume.client.admin import AdminClient
+from reconsume.message.configs import SubscriptionGroupConfig
 
 from ..integration.cluster import Cluster
 from ..integration.processes import start_server
@@ -45,12 +47,19 @@ def group_spec(**extra: Any) -> dict[str, Any]:
 
 def max_times(brokers: Cluster) -> dict[str, int | None]:
     """retryMaxTimes of the group per broker (None: no config)."""
+    return {name: None if c is None else c.retry_max_times for name, c in configs(brokers).items()}
 
-    async def read(admin: AdminClient) -> dict[str, int | None]:
-        found: dict[str, int | None] = {}
+
+def consume_types(brokers: Cluster) -> dict[str, str | None]:
+    """The group's consume type per broker (None: no config)."""
+    return {name: None if c is None else c.consume_type for name, c in configs(brokers).items()}
+
+
+def configs(brokers: Cluster) -> dict[str, SubscriptionGroupConfig | None]:
+    async def read(admin: AdminClient) -> dict[str, SubscriptionGroupConfig | None]:
+        found: dict[str, SubscriptionGroupConfig | None] = {}
         for name, process in brokers.brokers.items():
-            config = (await admin.group_configs(process.address)).get(GROUP_NAME)
-            found[name] = None if config is None else config.retry_max_times
+            found[name] = (await admin.group_configs(process.address)).get(GROUP_NAME)
         return found
 
     return run_admin(brokers.name_servers, read)
@@ -81,11 +90,15 @@ def test_group_becomes_ready_follows_changes_and_repairs_drift(
     assert all(b["ready"] for b in status["brokers"])
     assert status["observedGeneration"] == 1
     assert max_times(brokers) == {"broker-a": 5, "broker-b": 5}
+    assert consume_types(brokers) == {"broker-a": "ANY", "broker-b": "ANY"}
     for name in brokers.brokers:
         assert {RETRY, DLQ} <= topics_on(brokers, name)
 
-    resources.patch(CG, "orders-consumer", {"spec": {"retry": {"maxTimes": 2}}})
+    resources.patch(
+        CG, "orders-consumer", {"spec": {"retry": {"maxTimes": 2}, "consumeType": "Pop"}}
+    )
     eventually(lambda: max_times(brokers) == {"broker-a": 2, "broker-b": 2}, 30, "maxTimes 2")
+    assert consume_types(brokers) == {"broker-a": "POP", "broker-b": "POP"}
 
     # a retry topic deleted by hand comes back within the drift interval: the operator says it
     # created it again (the topic itself may be back before the test could look)

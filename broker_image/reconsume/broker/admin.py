@@ -13,7 +13,12 @@ import logging
 from reconsume.broker.context import BrokerContext
 from reconsume.engine.policies import retry_policy
 from reconsume.errors import InvalidArgumentError
-from reconsume.message.configs import SubscriptionGroupConfig, TopicConfig
+from reconsume.message.configs import (
+    SubscriptionGroupConfig,
+    TopicConfig,
+    consume_type_value,
+    parse_consume_type,
+)
 from reconsume.message.names import is_system_topic, validate_group, validate_topic
 from reconsume.wire.broker_headers import (
     CreateTopicRequestHeader,
@@ -115,12 +120,13 @@ class AdminProcessor:
             )
         config = SubscriptionGroupConfig.from_dict(document)
         validate_group(config.group_name)
-        try:  # refused here, with the field named, rather than ignored at the first retry
+        try:  # refused here, with the field named, rather than ignored when it is used
             retry_policy(
                 config.group_retry_policy,
                 self.context.delays,
                 self.context.settings.timer_max_delay_s * 1000,
             )
+            parse_consume_type(consume_type_value(config.attributes))
         except InvalidArgumentError as exc:
             return request.respond(
                 ResponseCode.SYSTEM_ERROR, f"subscription group {config.group_name}: {exc}"

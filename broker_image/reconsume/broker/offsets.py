@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from reconsume.broker.consume_types import remoting_refusal
 from reconsume.broker.context import BrokerContext
 from reconsume.message.decode import peek_routing
 from reconsume.store import MessageStore
@@ -84,7 +85,13 @@ class OffsetProcessor:
     def update_consumer_offset(
         self, request: RemotingCommand, connection: Connection
     ) -> RemotingCommand:
+        """Store a 4.x consumer's committed offset; refused (NO_PERMISSION) for a group
+        declared POP, whose offset the pop engine's leases keep."""
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        group = self.context.store.groups.get(header.consumer_group)
+        refusal = None if group is None else remoting_refusal(group, "offset commits")
+        if refusal is not None:
+            return request.respond(ResponseCode.NO_PERMISSION, refusal)
         self.context.store.consumer_offsets.set(
             consumer_offset_key(header.topic, header.consumer_group),
             header.queue_id,

@@ -6,7 +6,8 @@ subscription's tag filter, and answered with the store's status mapped to a resp
 pull that finds nothing new and carries the suspend flag is held: it waits for a send to its
 queue (see :mod:`reconsume.broker.longpoll`) or for its suspend timeout, then is processed
 again and answered. The commit-offset flag stores the request's ``commitOffset`` for the
-group, once, when the pull first arrives.
+group, once, when the pull first arrives. A group declared POP (RocketMQ 5 clients only) is
+refused (:mod:`reconsume.broker.consume_types`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
+from reconsume.broker.consume_types import remoting_refusal
 from reconsume.broker.consumers import Subscription, parse_subscription
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.longpoll import HeldPull
@@ -119,6 +121,9 @@ class PullProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"subscription group no permission, {header.consumer_group}",
             )
+        refusal = remoting_refusal(group, "pulls")
+        if refusal is not None:  # a group 5.x clients consume through pop leases
+            return request.respond(ResponseCode.NO_PERMISSION, refusal)
         topic = context.topic(header.topic)
         if topic is None:
             return request.respond(

@@ -3,6 +3,10 @@
 Brokers persist these, the admin protocol carries them and the operator compares them, so
 they live here, in the lowest layer. ``to_dict``/``from_dict`` use RocketMQ's field names
 (``readQueueNums``, ``retryMaxTimes``, ``groupRetryPolicy`` ...) so RocketMQ's tools read them.
+
+A group's consume type is one of its ``attributes`` (RocketMQ 5's map of a group's extra
+settings), ``consume.type``: ``PULL`` (RocketMQ 4.x consumers only: pulls and offset commits),
+``POP`` (RocketMQ 5 clients over gRPC only) or, absent, ``ANY``.
 """
 
 from __future__ import annotations
@@ -51,6 +55,33 @@ def _attributes(data: Mapping[str, Any]) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise InvalidArgumentError(f"attributes must be an object, got {value!r}")
     return {str(k): str(v) for k, v in value.items()}
+
+
+CONSUME_TYPE = "consume.type"
+"""The subscription-group attribute naming which clients may consume the group."""
+CONSUME_ANY = "ANY"
+CONSUME_PULL = "PULL"
+CONSUME_POP = "POP"
+CONSUME_TYPES = (CONSUME_ANY, CONSUME_PULL, CONSUME_POP)
+
+
+def consume_type_value(attributes: Mapping[str, str]) -> str | None:
+    """The ``consume.type`` attribute as stored: under its name, or as RocketMQ 5's mqadmin
+    writes an added attribute, ``+consume.type``; None when absent."""
+    value = attributes.get(CONSUME_TYPE)
+    return attributes.get("+" + CONSUME_TYPE) if value is None else value
+
+
+def parse_consume_type(value: str | None) -> str:
+    """One of :data:`CONSUME_TYPES` (any case; None is ANY); raises InvalidArgumentError."""
+    if value is None:
+        return CONSUME_ANY
+    upper = value.strip().upper()
+    if upper not in CONSUME_TYPES:
+        raise InvalidArgumentError(
+            f"attribute {CONSUME_TYPE} {value!r} is not one of {', '.join(CONSUME_TYPES)}"
+        )
+    return upper
 
 
 def _bool(data: Mapping[str, Any], name: str, default: bool) -> bool:
@@ -126,7 +157,8 @@ class SubscriptionGroupConfig:
     """A consumer group on one broker: consumption switches and its retry settings.
 
     ``group_retry_policy`` keeps RocketMQ 5's ``groupRetryPolicy`` JSON object as given; the
-    retry engine interprets it.
+    retry engine interprets it. ``attributes`` are kept as given too; :attr:`consume_type`
+    reads one of them.
     """
 
     group_name: str
@@ -146,6 +178,15 @@ class SubscriptionGroupConfig:
 
     def with_changes(self, **changes: Any) -> SubscriptionGroupConfig:
         return replace(self, **changes)
+
+    @property
+    def consume_type(self) -> str:
+        """``ANY``, ``PULL`` or ``POP``: which clients may consume the group. A value no type
+        names (brokers refuse to store one) counts as ANY."""
+        try:
+            return parse_consume_type(consume_type_value(self.attributes))
+        except InvalidArgumentError:
+            return CONSUME_ANY
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {

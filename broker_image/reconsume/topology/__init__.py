@@ -14,6 +14,7 @@ Planning against what ``apply`` produced is empty (idempotent). Deleting a group
 
 from reconsume.topology.apply import Applied, Failure, apply
 from reconsume.topology.model import (
+    ConsumeType,
     CustomizedPolicy,
     DelayLevelsPolicy,
     DeletionPolicy,
@@ -58,6 +59,7 @@ __all__ = [
     "Kind",
     "DeletionPolicy",
     "MessageModel",
+    "ConsumeType",
     "Permission",
     "RetryPolicy",
     "DelayLevelsPolicy",

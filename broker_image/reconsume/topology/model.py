@@ -21,11 +21,13 @@ from typing import Any
 
 from reconsume.errors import InvalidArgumentError, InvalidNameError
 from reconsume.message.configs import (
+    CONSUME_TYPE,
     PERM_READ,
     PERM_READ_WRITE,
     PERM_WRITE,
     SubscriptionGroupConfig,
     TopicConfig,
+    consume_type_value,
 )
 from reconsume.message.names import (
     MANAGED_GROUP_MAX_LENGTH,
@@ -62,6 +64,28 @@ class DeletionPolicy(StrEnum):
 class MessageModel(StrEnum):
     CLUSTERING = "Clustering"
     BROADCASTING = "Broadcasting"
+
+
+class ConsumeType(StrEnum):
+    """Which clients may consume a group: both kinds, RocketMQ 4.x consumers (pulls and
+    offset commits) or RocketMQ 5 clients over gRPC (pop)."""
+
+    ANY = "Any"
+    PULL = "Pull"
+    POP = "Pop"
+
+    @property
+    def attribute(self) -> str | None:
+        """The group's ``consume.type`` attribute; None (no attribute) for Any."""
+        return None if self is ConsumeType.ANY else self.value.upper()
+
+
+def with_consume_type(attributes: Mapping[str, str], kind: ConsumeType) -> dict[str, str]:
+    """``attributes`` with ``consume.type`` (either spelling) replaced by ``kind``'s."""
+    kept = {k: v for k, v in attributes.items() if k not in (CONSUME_TYPE, "+" + CONSUME_TYPE)}
+    if kind.attribute is not None:
+        kept[CONSUME_TYPE] = kind.attribute
+    return kept
 
 
 class Permission(StrEnum):
@@ -186,6 +210,7 @@ class DesiredGroup:
     orderly: bool = False
     consume_enable: bool = True
     dead_letter_readable: bool = True
+    consume_type: ConsumeType = ConsumeType.ANY
     subscriptions: tuple[str, ...] = ()
     """Topics the group's consumers subscribe to (checked to exist, not configured)."""
     deletion_policy: DeletionPolicy = DeletionPolicy.RETAIN
@@ -233,8 +258,8 @@ class DesiredGroup:
         return policy_to_json(self.retry_policy)
 
     def config(self, current: SubscriptionGroupConfig | None = None) -> SubscriptionGroupConfig:
-        """The config to store: ``current`` (fields this group does not manage kept) or the
-        defaults, with every managed field as desired."""
+        """The config to store: ``current`` (fields this group does not manage kept, other
+        attributes too) or the defaults, with every managed field as desired."""
         base = current if current is not None else SubscriptionGroupConfig(self.name)
         return base.with_changes(
             consume_enable=self.consume_enable,
@@ -243,6 +268,7 @@ class DesiredGroup:
             retry_queue_nums=self.retry_queue_nums,
             retry_max_times=self.retry_max_times,
             group_retry_policy=self.group_retry_policy,
+            attributes=with_consume_type(base.attributes, self.consume_type),
         )
 
     def differences(self, current: SubscriptionGroupConfig) -> list[str]:
@@ -259,7 +285,14 @@ class DesiredGroup:
                 self.retry_policy,
             ),
         ]
-        return [f"{name} {have} -> {want}" for name, have, want in pairs if have != want]
+        found = [f"{name} {have} -> {want}" for name, have, want in pairs if have != want]
+        if with_consume_type(current.attributes, self.consume_type) != current.attributes:
+            have = consume_type_value(current.attributes)
+            if have is not None and CONSUME_TYPE not in current.attributes:
+                have = f"{have} (as +{CONSUME_TYPE})"
+            want = self.consume_type.attribute
+            found.append(f"{CONSUME_TYPE} {have or 'absent'} -> {want or 'absent'}")
+        return found
 
     def removal(self, *, force: bool = False) -> Removal | None:
         """What deleting the resource asks for: None under the Retain policy."""

@@ -22,6 +22,7 @@ from reconsume.topology.model import (
     MAX_MULTIPLIER,
     MAX_RETRY_QUEUE_NUMS,
     MAX_TOPIC_QUEUES,
+    ConsumeType,
     CustomizedPolicy,
     DelayLevelsPolicy,
     DeletionPolicy,
@@ -179,6 +180,7 @@ def group_from_spec(spec: Mapping[str, Any], metadata_name: str | None = None) -
         "orderly": fields.boolean("orderly", False),
         "consume_enable": fields.boolean("consumeEnable", True),
         "dead_letter_readable": fields.child("deadLetter").boolean("readable", True),
+        "consume_type": fields.choice("consumeType", ConsumeType, ConsumeType.ANY),
         "subscriptions": tuple(subscriptions),
         "deletion_policy": fields.choice("deletionPolicy", DeletionPolicy, DeletionPolicy.RETAIN),
     }

@@ -19,6 +19,7 @@ from reconsume.message.configs import (
     TopicConfig,
     is_readable,
     is_writable,
+    parse_consume_type,
     perm_to_string,
 )
 
@@ -230,3 +231,23 @@ def test_perm(perm: int, text: str, readable: bool, writable: bool) -> None:
     assert perm_to_string(perm) == text
     assert is_readable(perm) is readable
     assert is_writable(perm) is writable
+
+
+@pytest.mark.parametrize(
+    ("attributes", "kind"),
+    [({}, "ANY"), ({"consume.type": "POP"}, "POP"), ({"consume.type": "pull"}, "PULL"),
+     ({"+consume.type": "POP"}, "POP"), ({"consume.type": "ANY", "other": "x"}, "ANY"),
+     ({"consume.type": "BOTH"}, "ANY")],
+)  # fmt: skip
+def test_a_groups_consume_type_is_its_attribute(attributes: dict[str, str], kind: str) -> None:
+    """Absent (and, never stored by a broker, unknown) is ANY; mqadmin 5's ``+key`` is read."""
+    config = SubscriptionGroupConfig.from_dict({"groupName": "g", "attributes": attributes})
+    assert config.consume_type == kind
+    assert SubscriptionGroupConfig.from_dict(config.to_dict()) == config
+
+
+def test_an_unknown_consume_type_is_refused_naming_the_attribute() -> None:
+    assert parse_consume_type(None) == "ANY"
+    assert parse_consume_type(" Pop ") == "POP"
+    with pytest.raises(InvalidArgumentError, match=r"consume\.type 'BOTH' is not one of ANY"):
+        parse_consume_type("BOTH")

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from reconsume.broker.consume_types import pop_refusal
 from reconsume.broker.consumers import SUB_ALL
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.messaging.messages import to_protocol
@@ -93,6 +94,9 @@ class ConsumeService:
             raise Refused(pb.CONSUMER_GROUP_NOT_FOUND, f"group {group_name} does not exist")
         if not group.consume_enable:
             raise Refused(pb.FORBIDDEN, f"group {group_name} may not consume now")
+        refusal = pop_refusal(group)
+        if refusal is not None:  # a group 4.x consumers commit offsets of
+            raise Refused(pb.FORBIDDEN, refusal)
         tags = tag_filter(request.filter_expression)
         batch = min(max(request.batch_size, 1), MAX_BATCH)
         if request.auto_renew:
