@@ -5,6 +5,10 @@ socket: :meth:`LocalConnection.request` runs a request through the broker's disp
 handler, as if a 4.x client had sent it; access was checked by the gRPC service) and returns
 the answer the handler gives, now or later (a send under Sync flush or Sync replication is
 answered when it counts as stored). Records keep the gRPC client's address as born host.
+
+The service keeps one connection per gRPC client address (:class:`LocalConnections`), not one
+per call: a connection caches what it parsed of its peer (the born host), and building one
+costs as much as the rest of a send's own work.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ class _NoSocket:
 
 
 class LocalConnection(Connection):
-    """One gRPC call's way into the broker's handlers."""
+    """A gRPC client's way into the broker's handlers; any number of its calls at once."""
 
     def __init__(self, dispatcher: Dispatcher, peer: tuple[str, int]) -> None:
         super().__init__(dispatcher)
@@ -59,6 +63,8 @@ class LocalConnection(Connection):
         self._answers[request.opaque] = future
         try:
             self.serve(request, checked=True)
+            if future.done():  # answered at once (Async flush): no timer, no loop turn
+                return future.result()
             return await asyncio.wait_for(future, timeout_s)
         except TimeoutError as exc:
             raise RemotingTimeoutError(
@@ -66,6 +72,29 @@ class LocalConnection(Connection):
             ) from exc
         finally:
             self._answers.pop(request.opaque, None)
+
+
+class LocalConnections:
+    """One :class:`LocalConnection` per gRPC peer (``ipv4:host:port``). gRPC does not say when
+    a client's connection ends, so past ``limit`` peers the table starts over; a call under
+    way keeps the connection it took."""
+
+    def __init__(self, dispatcher: Dispatcher, limit: int = 4096) -> None:
+        self._dispatcher = dispatcher
+        self._limit = limit
+        self._by_peer: dict[str, LocalConnection] = {}
+
+    def of(self, grpc_peer: str) -> LocalConnection:
+        connection = self._by_peer.get(grpc_peer)
+        if connection is None:
+            if len(self._by_peer) >= self._limit:
+                self._by_peer.clear()
+            connection = LocalConnection(self._dispatcher, peer_of(grpc_peer))
+            self._by_peer[grpc_peer] = connection
+        return connection
+
+    def __len__(self) -> int:
+        return len(self._by_peer)
 
 
 def peer_of(grpc_peer: str) -> tuple[str, int]:

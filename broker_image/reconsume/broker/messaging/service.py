@@ -31,7 +31,7 @@ from reconsume.broker.messaging.auth import (
 )
 from reconsume.broker.messaging.clients import GrpcClients
 from reconsume.broker.messaging.consume import ConsumeService
-from reconsume.broker.messaging.local import LocalConnection, peer_of
+from reconsume.broker.messaging.local import LocalConnections, peer_of
 from reconsume.broker.messaging.pop import PopEngine
 from reconsume.broker.messaging.routes import Routes
 from reconsume.broker.messaging.settings import answer as settings_answer
@@ -131,7 +131,7 @@ class MessagingService:
         routes: Routes,
         guard: Callable[[], AclGuard | None] = lambda: None,
     ) -> None:
-        self._dispatcher = dispatcher
+        self._connections = LocalConnections(dispatcher)
         self.access = Access(guard)
         self._context = context
         self.routes = routes
@@ -249,7 +249,7 @@ class MessagingService:
         if not request.messages:
             raise Refused(pb.BAD_REQUEST, "no message to send")
         self.access.check(context, send_needs(m.topic.name for m in request.messages))
-        connection = LocalConnection(self._dispatcher, peer_of(context.peer()))
+        connection = self._connections.of(context.peer())
         max_delay_ms = self._context().settings.timer_max_delay_s * 1000
         entries: list[spb.SendResultEntry] = []
         for message in request.messages:
