@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -69,11 +68,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
                 namesrv.address, name, root / name, cluster="v5",
                 extra=("--grpc-listen", "127.0.0.1:0"),
             )  # fmt: skip
-        match = re.search(r"serving gRPC on (\S+)", "".join(started.brokers[BROKERS[0]].output))
-        assert match is not None
         asyncio.run(create_topic(started, TOPIC))
         asyncio.run(_declare(namesrv.address))
-        yield started, match.group(1)
+        yield started, started.brokers[BROKERS[0]].grpc_address
     finally:
         stop_cleanly(started.brokers, namesrv)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 RECONSUME = shutil.which("reconsume") or str(Path(sys.executable).with_name("reconsume"))
 _LISTENING = re.compile(r"listening on (\S+)")
+_SERVING_GRPC = re.compile(r"serving gRPC on (\S+)")
 
 
 @dataclass
@@ -26,6 +27,13 @@ class ServerProcess:
     address: str
     output: list[str] = field(default_factory=list)
     pump: threading.Thread | None = None
+
+    @property
+    def grpc_address(self) -> str:
+        """The ``ip:port`` a broker started with ``--grpc-listen`` says it serves gRPC on."""
+        match = _SERVING_GRPC.search("".join(self.output))
+        assert match is not None, "".join(self.output)
+        return match.group(1)
 
     def _release(self) -> None:
         if self.pump is not None:

@@ -8,7 +8,6 @@ field; a changed type takes effect at once; the broker refuses an unknown type."
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -55,10 +54,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     with module_dir(tmp_path_factory, "consume-type") as root:
         cluster = start_cluster(root, (BROKER,), extra=("--grpc-listen", "127.0.0.1:0"))
         try:
-            match = re.search(r"serving gRPC on (\S+)", "".join(cluster.brokers[BROKER].output))
-            assert match is not None
             asyncio.run(_topic_with_messages(cluster))
-            yield Servers(cluster, match.group(1))
+            yield Servers(cluster, cluster.brokers[BROKER].grpc_address)
         finally:
             cluster.kill()
 
