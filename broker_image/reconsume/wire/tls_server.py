@@ -66,12 +66,21 @@ class TlsCounters:
 class ServerContext:
     """The server's SSL context, built again when its files change."""
 
-    def __init__(self, config: TlsServerConfig, counters: TlsCounters) -> None:
+    def __init__(
+        self, config: TlsServerConfig, counters: TlsCounters, alpn: tuple[str, ...] = ()
+    ) -> None:
         self._config = config
         self._counters = counters
+        self._alpn = alpn
         self._stamp = self._files_stamp()
-        self._context = server_context(config)  # a bad file fails the start
+        self._context = self._build()  # a bad file fails the start
         self._checked = time.monotonic()
+
+    def _build(self) -> ssl.SSLContext:
+        context = server_context(self._config)
+        if self._alpn:
+            context.set_alpn_protocols(list(self._alpn))
+        return context
 
     def _files_stamp(self) -> tuple[tuple[int, int, int] | None, ...]:
         stamps: list[tuple[int, int, int] | None] = []
@@ -94,7 +103,7 @@ class ServerContext:
         if stamp != self._stamp:
             self._stamp = stamp
             try:
-                self._context = server_context(self._config)
+                self._context = self._build()
             except InvalidArgumentError as exc:
                 self._counters.reload_failures += 1
                 self._counters.last_reload_failed = True
@@ -159,8 +168,11 @@ class TlsListener:
         config: TlsServerConfig,
         protocol_factory: Callable[[], asyncio.Protocol],
         name: str,
+        alpn: tuple[str, ...] = (),
     ) -> None:
+        """``alpn``: the application protocols offered in the handshake (gRPC's ``h2``)."""
         self.config = config
+        self._alpn = alpn
         self.counters = TlsCounters()
         self._context: ServerContext | None = None
         self._factory = protocol_factory
@@ -173,7 +185,7 @@ class TlsListener:
     def start(self, host: str, port: int, *, start_serving: bool = True) -> int:
         """Bind (port 0 picks one) and return the port; accept now or at
         :meth:`start_serving`. Files that do not load raise InvalidArgumentError first."""
-        self._context = ServerContext(self.config, self.counters)
+        self._context = ServerContext(self.config, self.counters, self._alpn)
         self._sockets = bind(host, port)
         if start_serving:
             self.start_serving()

@@ -14,14 +14,12 @@ import hmac
 import re
 from collections.abc import Callable, Iterable, Sequence
 from hashlib import sha1
-from typing import Any
-
-from grpc import aio
 
 from reconsume.access.guard import AclGuard
 from reconsume.access.perms import Perm, group_resource, topic_resource
 from reconsume.broker.messaging.local import peer_of
 from reconsume.broker.messaging.status import Refused
+from reconsume.wire.h2.api import CallContext
 from reconsume.wire.v2 import definition_pb2 as pb
 
 AUTHORIZATION = "authorization"
@@ -51,12 +49,9 @@ def consume_needs(group: str, topic: str) -> Needs:
     return needs
 
 
-def metadata(context: aio.ServicerContext[Any, Any]) -> dict[str, str]:
-    """A call's metadata, by key (binary values read as latin-1)."""
-    found = {}
-    for key, value in context.invocation_metadata() or ():
-        found[key] = value if isinstance(value, str) else value.decode("latin-1")
-    return found
+def metadata(context: CallContext) -> dict[str, str]:
+    """A call's metadata, by key."""
+    return context.metadata
 
 
 class Access:
@@ -65,7 +60,7 @@ class Access:
     def __init__(self, guard: Callable[[], AclGuard | None]) -> None:
         self._guard = guard
 
-    def check(self, context: aio.ServicerContext[Any, Any], needs: Needs) -> None:
+    def check(self, context: CallContext, needs: Needs) -> None:
         """Raise :class:`Refused` unless the call's credential may do what ``needs`` says."""
         guard = self._guard()
         if guard is None:

@@ -1,5 +1,6 @@
 """The gRPC server: ``apache.rocketmq.v2.MessagingService`` on the broker's event loop
-(grpc.aio), each method answered from the broker's own handlers.
+(:mod:`reconsume.wire.h2`, the broker's own HTTP/2 and gRPC), each method answered from the
+broker's own handlers.
 
 Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, ReceiveMessage, AckMessage,
 ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue, Telemetry (settings),
@@ -13,11 +14,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
-import grpc
 from google.protobuf.message import DecodeError, Message
-from grpc import aio
 
 from reconsume.access.guard import AclGuard
 from reconsume.broker.context import BrokerContext
@@ -25,7 +24,6 @@ from reconsume.broker.messaging import produce
 from reconsume.broker.messaging.auth import (
     Access,
     consume_needs,
-    metadata,
     route_needs,
     send_needs,
 )
@@ -36,9 +34,10 @@ from reconsume.broker.messaging.pop import PopEngine
 from reconsume.broker.messaging.routes import Routes
 from reconsume.broker.messaging.settings import answer as settings_answer
 from reconsume.broker.messaging.status import Refused, status
-from reconsume.broker.messaging.tls import server_credentials
 from reconsume.errors import InvalidArgumentError, RemotingError
 from reconsume.message.names import validate_topic
+from reconsume.wire.h2.api import CallContext, Method, StatusCode, unary
+from reconsume.wire.h2.server import GrpcServer
 from reconsume.wire.tls import TlsServerConfig
 from reconsume.wire.transport import Dispatcher
 from reconsume.wire.v2 import definition_pb2 as pb
@@ -55,8 +54,8 @@ Request = TypeVar("Request", bound=Message)
 Response = TypeVar("Response", bound=Message)
 
 
-def _client_id(context: aio.ServicerContext[Any, Any]) -> str:
-    return metadata(context).get(CLIENT_ID, "")
+def _client_id(context: CallContext) -> str:
+    return context.metadata.get(CLIENT_ID, "")
 
 
 def _topic(resource: pb.Resource) -> None:
@@ -74,10 +73,8 @@ class Malformed:
     def __init__(self, error: str) -> None:
         self.error = error
 
-    async def reject(self, context: aio.ServicerContext[Any, Any]) -> NoReturn:
-        await context.abort(
-            grpc.StatusCode.INTERNAL, f"Invalid protobuf byte sequence: {self.error}"
-        )
+    async def reject(self, context: CallContext) -> NoReturn:
+        await context.abort(StatusCode.INTERNAL, f"Invalid protobuf byte sequence: {self.error}")
         raise AssertionError("abort returned")  # pragma: no cover - abort raises
 
 
@@ -92,15 +89,13 @@ def _parser(request_type: type[Request]) -> Callable[[bytes], Request | Malforme
 
 
 def _unary(
-    behavior: Callable[[Request, aio.ServicerContext[Request, Response]], Awaitable[Response]],
+    behavior: Callable[[Request, CallContext], Awaitable[Response]],
     request_type: type[Request],
     response_type: type[Response],
-) -> grpc.RpcMethodHandler[Request, Response]:
+) -> Method:
     """A unary method whose refusals become the response's Status."""
 
-    async def run(
-        request: Request | Malformed, context: aio.ServicerContext[Request, Response]
-    ) -> Response:
+    async def run(request: Request | Malformed, context: CallContext) -> Response:
         if isinstance(request, Malformed):
             await request.reject(context)
         try:
@@ -113,11 +108,7 @@ def _unary(
             log.exception("gRPC %s failed", request_type.DESCRIPTOR.name)
             return response_type(status=status(pb.INTERNAL_SERVER_ERROR, repr(exc)))
 
-    return grpc.unary_unary_rpc_method_handler(
-        run,
-        request_deserializer=_parser(request_type),  # type: ignore[arg-type]
-        response_serializer=response_type.SerializeToString,
-    )
+    return unary(run, _parser(request_type), response_type.SerializeToString)
 
 
 class MessagingService:
@@ -135,14 +126,14 @@ class MessagingService:
         self.access = Access(guard)
         self._context = context
         self.routes = routes
-        self._server: aio.Server | None = None
+        self._server: GrpcServer | None = None
         self._telemetry: dict[str, int] = {}
         """Open Telemetry streams per client id: a client with one is connected."""
         self.pop = PopEngine(context, lambda client: self._telemetry.get(client, 0) > 0)
         self.consume = ConsumeService(context, self.pop)
         self.clients = GrpcClients(dispatcher, context)
 
-    def _handlers(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    def _handlers(self) -> dict[str, Method]:
         return {
             "QueryRoute": _unary(self.query_route, spb.QueryRouteRequest, spb.QueryRouteResponse),
             "Heartbeat": _unary(self.heartbeat, spb.HeartbeatRequest, spb.HeartbeatResponse),
@@ -157,10 +148,11 @@ class MessagingService:
                 spb.NotifyClientTerminationRequest,
                 spb.NotifyClientTerminationResponse,
             ),
-            "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
+            "ReceiveMessage": Method(
+                "server_stream",
+                _parser(spb.ReceiveMessageRequest),
+                spb.ReceiveMessageResponse.SerializeToString,
                 self.receive_message,
-                request_deserializer=_parser(spb.ReceiveMessageRequest),
-                response_serializer=spb.ReceiveMessageResponse.SerializeToString,
             ),
             "AckMessage": _unary(self.ack_message, spb.AckMessageRequest, spb.AckMessageResponse),
             "ChangeInvisibleDuration": _unary(
@@ -173,28 +165,21 @@ class MessagingService:
                 spb.ForwardMessageToDeadLetterQueueRequest,
                 spb.ForwardMessageToDeadLetterQueueResponse,
             ),
-            "Telemetry": grpc.stream_stream_rpc_method_handler(
+            "Telemetry": Method(
+                "bidi",
+                _parser(spb.TelemetryCommand),
+                spb.TelemetryCommand.SerializeToString,
                 self.telemetry,
-                request_deserializer=_parser(spb.TelemetryCommand),
-                response_serializer=spb.TelemetryCommand.SerializeToString,
             ),
         }
 
     async def start(self, host: str, port: int, tls: TlsServerConfig | None = None) -> int:
         """Listen on ``host:port`` (0 picks a port), over TLS when ``tls`` is on; returns the
         port."""
-        server = aio.server()
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, self._handlers()),)
+        server = GrpcServer(
+            {f"/{SERVICE}/{name}": method for name, method in self._handlers().items()}
         )
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if tls is not None and tls.enabled:
-            bound = server.add_secure_port(address, server_credentials(tls))
-        else:
-            bound = server.add_insecure_port(address)
-        if bound == 0:
-            raise InvalidArgumentError(f"grpc_listen: cannot listen on {host}:{port}")
-        await server.start()
+        bound = await server.start(host, port, tls)
         self._server = server
         self.pop.start()
         return bound
@@ -207,7 +192,7 @@ class MessagingService:
 
     # ------------------------------------------------------------------ methods
     async def query_route(
-        self, request: spb.QueryRouteRequest, context: aio.ServicerContext[Any, Any]
+        self, request: spb.QueryRouteRequest, context: CallContext
     ) -> spb.QueryRouteResponse:
         _topic(request.topic)
         self.access.check(context, route_needs(request.topic.name))
@@ -215,7 +200,7 @@ class MessagingService:
         return spb.QueryRouteResponse(status=status(pb.OK), message_queues=queues)
 
     async def heartbeat(
-        self, request: spb.HeartbeatRequest, context: aio.ServicerContext[Any, Any]
+        self, request: spb.HeartbeatRequest, context: CallContext
     ) -> spb.HeartbeatResponse:
         group = request.group.name if request.HasField("group") else ""
         self.access.check(context, consume_needs(group, "") if group else ())
@@ -225,14 +210,14 @@ class MessagingService:
         return spb.HeartbeatResponse(status=status(pb.OK))
 
     async def notify_termination(
-        self, _request: spb.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
+        self, _request: spb.NotifyClientTerminationRequest, context: CallContext
     ) -> spb.NotifyClientTerminationResponse:
         self.access.check(context, ())
         self.clients.left(_client_id(context))
         return spb.NotifyClientTerminationResponse(status=status(pb.OK))
 
     async def query_assignment(
-        self, request: spb.QueryAssignmentRequest, context: aio.ServicerContext[Any, Any]
+        self, request: spb.QueryAssignmentRequest, context: CallContext
     ) -> spb.QueryAssignmentResponse:
         _topic(request.topic)
         self.access.check(context, consume_needs(request.group.name, request.topic.name))
@@ -244,7 +229,7 @@ class MessagingService:
         return spb.QueryAssignmentResponse(status=status(pb.OK), assignments=assignments)
 
     async def send_message(
-        self, request: spb.SendMessageRequest, context: aio.ServicerContext[Any, Any]
+        self, request: spb.SendMessageRequest, context: CallContext
     ) -> spb.SendMessageResponse:
         if not request.messages:
             raise Refused(pb.BAD_REQUEST, "no message to send")
@@ -268,7 +253,7 @@ class MessagingService:
     async def receive_message(
         self,
         request: spb.ReceiveMessageRequest | Malformed,
-        context: aio.ServicerContext[Any, Any],
+        context: CallContext,
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
         if isinstance(request, Malformed):
             await request.reject(context)
@@ -283,13 +268,13 @@ class MessagingService:
             yield response
 
     async def ack_message(
-        self, request: spb.AckMessageRequest, context: aio.ServicerContext[Any, Any]
+        self, request: spb.AckMessageRequest, context: CallContext
     ) -> spb.AckMessageResponse:
         self.access.check(context, consume_needs(request.group.name, request.topic.name))
         return self.consume.ack(request)
 
     async def change_invisible_duration(
-        self, request: spb.ChangeInvisibleDurationRequest, context: aio.ServicerContext[Any, Any]
+        self, request: spb.ChangeInvisibleDurationRequest, context: CallContext
     ) -> spb.ChangeInvisibleDurationResponse:
         self.access.check(context, consume_needs(request.group.name, request.topic.name))
         return self.consume.change_invisible(request)
@@ -297,7 +282,7 @@ class MessagingService:
     async def forward_to_dead_letters(
         self,
         request: spb.ForwardMessageToDeadLetterQueueRequest,
-        context: aio.ServicerContext[Any, Any],
+        context: CallContext,
     ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         self.access.check(context, consume_needs(request.group.name, request.topic.name))
         return self.consume.forward(request)
@@ -305,7 +290,7 @@ class MessagingService:
     async def telemetry(
         self,
         commands: AsyncIterator[spb.TelemetryCommand | Malformed],
-        context: aio.ServicerContext[Any, Any],
+        context: CallContext,
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """Each Settings the client reports is answered with the server's; the stream stays
         open for as long as the client keeps it (it is how a server reaches a client, and
@@ -330,7 +315,7 @@ class MessagingService:
         self,
         client: str,
         commands: AsyncIterator[spb.TelemetryCommand | Malformed],
-        call: aio.ServicerContext[Any, Any],
+        call: CallContext,
     ) -> AsyncIterator[spb.TelemetryCommand]:
         async for command in commands:
             if isinstance(command, Malformed):

@@ -1,0 +1,82 @@
+"""The listening side of the gRPC server: plaintext, or TLS only (ALPN ``h2``) through
+:class:`~reconsume.wire.tls_server.TlsListener` with its certificate reloading; and the
+orderly stop (GOAWAY, the open calls given ``grace_s`` to finish)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Mapping
+
+from reconsume.errors import InvalidArgumentError
+from reconsume.wire.h2.api import Method
+from reconsume.wire.h2.connection import H2Connection
+from reconsume.wire.h2.frames import DEFAULT_LIMITS, Limits
+from reconsume.wire.h2.rpc import Router
+from reconsume.wire.tls import TlsMode, TlsServerConfig
+from reconsume.wire.tls_server import TlsListener
+
+ALPN = ("h2",)
+
+
+class GrpcServer:
+    """Serves ``methods`` (by path, ``/package.Service/Method``) on one port."""
+
+    def __init__(self, methods: Mapping[str, Method], limits: Limits = DEFAULT_LIMITS) -> None:
+        self.router = Router(methods)
+        self.limits = limits
+        self.connections: set[H2Connection] = set()
+        self._idle: asyncio.Event | None = None
+        """Set when the last connection closes, while :meth:`stop` waits for it."""
+        self._server: asyncio.Server | None = None
+        self.tls: TlsListener | None = None
+
+    def _connection(self) -> H2Connection:
+        connection = H2Connection(self.router, self.limits, self._closed)
+        self.connections.add(connection)
+        return connection
+
+    def _closed(self, connection: H2Connection) -> None:
+        self.connections.discard(connection)
+        if not self.connections and self._idle is not None:
+            self._idle.set()
+
+    async def start(self, host: str, port: int, tls: TlsServerConfig | None = None) -> int:
+        """Listen on ``host:port`` (0 picks a port), TLS only when ``tls`` is on; the port."""
+        try:
+            if tls is not None and tls.enabled:
+                only_tls = dataclasses.replace(tls, mode=TlsMode.ENFORCING)
+                self.tls = TlsListener(only_tls, self._connection, "gRPC", alpn=ALPN)
+                return self.tls.start(host, port)
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_server(
+                self._connection, host or None, port, reuse_address=True
+            )
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"grpc_listen: cannot listen on {host}:{port}: {exc}"
+            ) from exc
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        """Stop accepting, let open calls finish for up to ``grace_s``, then close."""
+        if self._server is not None:
+            self._server.close()
+        if self.tls is not None:
+            self.tls.close()
+        self._idle = asyncio.Event()
+        for connection in list(self.connections):
+            connection.go_away()
+        if self.connections:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), grace_s)
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        if self.tls is not None:
+            await self.tls.wait_closed()
+            self.tls = None

@@ -1,0 +1,299 @@
+"""The broker's own HTTP/2 and gRPC server (:mod:`reconsume.wire.h2`) against a gRPC client
+nobody here wrote (grpcio's C core): unary, server-streaming and bidirectional calls; messages
+across frame and window boundaries; statuses, deadlines, cancellation and compression as gRPC
+defines them; TLS with ALPN; and a connection speaking garbage closed alone while the server
+keeps serving. The server runs on its own event loop thread; the client calls from the test's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import pytest
+import uvloop
+
+from reconsume.wire.h2.api import CallContext, Method, StatusCode, unary
+from reconsume.wire.h2.server import GrpcServer
+from reconsume.wire.tls import ClientAuth, TlsMode, TlsServerConfig
+
+from ..polling import eventually
+from ..tls_certs import make_ca
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+@dataclass
+class Seen:
+    """What the server's behaviors saw, for the tests to check."""
+
+    cancelled: list[str] = field(default_factory=list)
+    finished_streams: list[str] = field(default_factory=list)
+
+
+def _methods(seen: Seen) -> dict[str, Method]:
+    async def echo(request: bytes, _context: CallContext) -> bytes:
+        return request
+
+    async def whoami(_request: bytes, context: CallContext) -> bytes:
+        return f"{context.peer()}|{context.metadata.get('x-test', '')}".encode()
+
+    async def fail(request: bytes, context: CallContext) -> bytes:
+        await context.abort(StatusCode.FAILED_PRECONDITION, request.decode())
+
+    async def boom(_request: bytes, _context: CallContext) -> bytes:
+        raise RuntimeError("a bug")
+
+    async def slow(_request: bytes, _context: CallContext) -> bytes:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.cancelled.append("slow")
+            raise
+        return b""
+
+    async def chunks(request: bytes, _context: CallContext) -> AsyncIterator[bytes]:
+        count, size = (int(part) for part in request.split(b"x"))
+        try:
+            for index in range(count):
+                yield index.to_bytes(4, "big") * (size // 4)
+                if count > 1000:
+                    await asyncio.sleep(0.001)
+        finally:
+            seen.finished_streams.append(request.decode())
+
+    async def chat(requests: AsyncIterator[bytes], _context: CallContext) -> AsyncIterator[bytes]:
+        async for request in requests:
+            yield request[::-1]
+
+    return {
+        "/t.T/Echo": unary(echo, _same, _same),
+        "/t.T/WhoAmI": unary(whoami, _same, _same),
+        "/t.T/Fail": unary(fail, _same, _same),
+        "/t.T/Boom": unary(boom, _same, _same),
+        "/t.T/Slow": unary(slow, _same, _same),
+        "/t.T/Chunks": Method("server_stream", _same, _same, chunks),
+        "/t.T/Chat": Method("bidi", _same, _same, chat),
+    }
+
+
+@dataclass
+class Running:
+    port: int
+    seen: Seen
+    loop: asyncio.AbstractEventLoop
+    server: GrpcServer
+
+
+@contextlib.contextmanager
+def serve(tls: TlsServerConfig | None = None) -> Iterator[Running]:
+    """The server on an event loop of its own thread, until the block ends."""
+    seen = Seen()
+    loop = uvloop.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    server = GrpcServer(_methods(seen))
+    try:
+        port = asyncio.run_coroutine_threadsafe(server.start("127.0.0.1", 0, tls), loop).result(10)
+        yield Running(port, seen, loop, server)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(0.5), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[Running]:
+    with serve() as served:
+        yield served
+
+
+@pytest.fixture
+def channel(running: Running) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(f"127.0.0.1:{running.port}") as opened:
+        yield opened
+
+
+def _call(channel: grpc.Channel, method: str) -> grpc.UnaryUnaryMultiCallable[bytes, bytes]:
+    return channel.unary_unary(method, request_serializer=_same, response_deserializer=_same)
+
+
+@pytest.mark.parametrize("size", [0, 1, 16_379, 16_380, 70_000, 1 << 20, (4 << 20) - 64])
+def test_a_unary_call_returns_its_message_whatever_its_size(
+    channel: grpc.Channel, size: int
+) -> None:
+    """Messages across DATA frame (16 KiB) and flow-control window (64 KiB) boundaries."""
+    body = bytes(range(256)) * (size // 256) + b"z" * (size % 256)
+    assert _call(channel, "/t.T/Echo")(body, timeout=30) == body
+
+
+def test_concurrent_calls_from_threads_each_get_their_own_answer(channel: grpc.Channel) -> None:
+    echo = _call(channel, "/t.T/Echo")
+
+    def one(index: int) -> bool:
+        body = index.to_bytes(4, "big") * (1 + index % 300)
+        return echo(body, timeout=30) == body
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, range(2000)))
+    assert all(results)
+
+
+def test_the_behavior_sees_the_peer_and_the_metadata(channel: grpc.Channel) -> None:
+    answer = _call(channel, "/t.T/WhoAmI")(b"", metadata=[("x-test", "hello")], timeout=10)
+    peer, value = answer.decode().split("|")
+    assert peer.startswith("ipv4:127.0.0.1:")
+    assert value == "hello"
+
+
+def test_a_server_stream_delivers_every_message_in_order(channel: grpc.Channel) -> None:
+    """12.5 MiB in 200 messages: the client's windows are refilled as it reads."""
+    stream = channel.unary_stream(
+        "/t.T/Chunks", request_serializer=_same, response_deserializer=_same
+    )
+    received = list(stream(b"200x65536", timeout=60))
+    assert len(received) == 200
+    assert all(m == index.to_bytes(4, "big") * 16384 for index, m in enumerate(received))
+
+
+def test_a_bidirectional_call_answers_each_message(channel: grpc.Channel) -> None:
+    chat = channel.stream_stream("/t.T/Chat", request_serializer=_same, response_deserializer=_same)
+    requests = [f"message {index}".encode() for index in range(300)]
+    assert list(chat(iter(requests), timeout=30)) == [r[::-1] for r in requests]
+
+
+def test_an_unknown_method_is_unimplemented(channel: grpc.Channel) -> None:
+    with pytest.raises(grpc.RpcError) as failure:
+        _call(channel, "/t.T/Nothing")(b"x", timeout=10)
+    assert failure.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_an_abort_answers_its_code_and_message_percent_encoded(channel: grpc.Channel) -> None:
+    message = "naïve 100% — not ready\n"
+    with pytest.raises(grpc.RpcError) as failure:
+        _call(channel, "/t.T/Fail")(message.encode(), timeout=10)
+    assert failure.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert failure.value.details() == message
+
+
+def test_a_failing_behavior_answers_unknown_and_the_server_serves_on(
+    channel: grpc.Channel,
+) -> None:
+    with pytest.raises(grpc.RpcError) as failure:
+        _call(channel, "/t.T/Boom")(b"", timeout=10)
+    assert failure.value.code() == grpc.StatusCode.UNKNOWN
+    assert "a bug" in (failure.value.details() or "")
+    assert _call(channel, "/t.T/Echo")(b"after", timeout=10) == b"after"
+
+
+def test_a_deadline_ends_the_call_and_cancels_its_behavior(
+    channel: grpc.Channel, running: Running
+) -> None:
+    before = running.seen.cancelled.count("slow")
+    with pytest.raises(grpc.RpcError) as failure:
+        _call(channel, "/t.T/Slow")(b"", timeout=0.3)
+    assert failure.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    eventually(lambda: running.seen.cancelled.count("slow") > before, timeout_s=5)
+
+
+def test_a_cancelled_stream_closes_the_behaviors_generator(
+    channel: grpc.Channel, running: Running
+) -> None:
+    stream = channel.unary_stream(
+        "/t.T/Chunks", request_serializer=_same, response_deserializer=_same
+    )
+    call = stream(b"100000x64", timeout=60)
+    assert len(next(call)) == 64
+    call.cancel()
+    eventually(lambda: "100000x64" in running.seen.finished_streams, timeout_s=5)
+
+
+def test_a_gzip_compressed_request_is_read(running: Running) -> None:
+    with grpc.insecure_channel(
+        f"127.0.0.1:{running.port}", compression=grpc.Compression.Gzip
+    ) as compressed:
+        body = b"compress me " * 10_000
+        assert _call(compressed, "/t.T/Echo")(body, timeout=10) == body
+
+
+def _goaway_code(port: int, data: bytes) -> int:
+    """The error code of the GOAWAY the server closes the connection with after ``data``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    position = 0
+    while position + 9 <= len(answer):
+        length = int.from_bytes(answer[position : position + 3], "big")
+        kind = answer[position + 3]
+        payload = answer[position + 9 : position + 9 + length]
+        position += 9 + length
+        if kind == 0x7:
+            return int.from_bytes(payload[4:8], "big")
+    raise AssertionError(f"no GOAWAY in {answer!r}")
+
+
+@pytest.mark.parametrize(
+    ("garbage", "code"),
+    [
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 0x1),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\xff" * 64, 0x6),
+        (
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+            + b"\x00\x00\x05\x01\x05\x00\x00\x00\x01\xff\xff\xff\xff\xff",
+            0x9,
+        ),
+    ],
+    ids=["http1", "junk-frames", "undecodable-headers"],
+)
+def test_garbage_closes_its_connection_only(
+    running: Running, channel: grpc.Channel, garbage: bytes, code: int
+) -> None:
+    """HTTP/1.1, frames above the size limit, a header block that does not decode: GOAWAY
+    with PROTOCOL_ERROR, FRAME_SIZE_ERROR, COMPRESSION_ERROR; other connections serve on."""
+    assert _goaway_code(running.port, garbage) == code
+    assert _call(channel, "/t.T/Echo")(b"still serving", timeout=10) == b"still serving"
+
+
+def test_tls_with_alpn_serves_and_plaintext_is_refused(tmp_path: Path) -> None:
+    authority = make_ca(tmp_path)
+    tls = TlsServerConfig(
+        mode=TlsMode.PERMISSIVE,
+        cert_file=str(authority.server.cert_file),
+        key_file=str(authority.server.key_file),
+        ca_file=str(authority.ca_file),
+        client_auth=ClientAuth.NONE,
+    )
+    with serve(tls) as served:
+        credentials = grpc.ssl_channel_credentials(authority.ca_file.read_bytes())
+        target = f"localhost:{served.port}"
+        with grpc.secure_channel(target, credentials) as secure:
+            assert _call(secure, "/t.T/Echo")(b"over tls", timeout=10) == b"over tls"
+        with grpc.insecure_channel(target) as plain, pytest.raises(grpc.RpcError) as failure:
+            _call(plain, "/t.T/Echo")(b"in clear", timeout=5)
+        assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_stop_lets_a_call_in_flight_finish(running: Running) -> None:
+    with serve() as served, grpc.insecure_channel(f"127.0.0.1:{served.port}") as opened:
+        chunks = opened.unary_stream(
+            "/t.T/Chunks", request_serializer=_same, response_deserializer=_same
+        )
+        call = chunks(b"1500x16", timeout=30)
+        first = next(call)
+        stopping = asyncio.run_coroutine_threadsafe(served.server.stop(10), served.loop)
+        rest = list(call)
+        stopping.result(15)
+    assert len(first) == 16
+    assert len(rest) == 1499
