@@ -48,6 +48,17 @@ def ali_ons() -> NodeProject:
     return NodeProject(node, ALI_ONS_DIR)
 
 
+@pytest.fixture(scope="session")
+def grpc_js() -> NodeProject:
+    """grpc-js, installed in the ali-ons driver project (one npm lockfile for the tier)."""
+    node = shutil.which("node")
+    if node is None:
+        missing("node is not installed (Debian: apt-get install nodejs npm)")
+    if not (ALI_ONS_DIR / "node_modules" / "@grpc" / "grpc-js" / "package.json").is_file():
+        missing(f"@grpc/grpc-js is not installed in {ALI_ONS_DIR}: run `make compat-deps`")
+    return NodeProject(node, ALI_ONS_DIR)
+
+
 MQADMIN_DIR = HERE / "mqadmin"
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 JVM_FLAGS = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")

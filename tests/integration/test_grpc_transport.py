@@ -8,108 +8,19 @@ keeps serving. The server runs on its own event loop thread; the client calls fr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 import pytest
-import uvloop
 
-from reconsume.wire.h2.api import CallContext, Method, StatusCode, unary
-from reconsume.wire.h2.server import GrpcServer
 from reconsume.wire.tls import ClientAuth, TlsMode, TlsServerConfig
 
 from ..polling import eventually
 from ..tls_certs import make_ca
-
-
-def _same(data: bytes) -> bytes:
-    return data
-
-
-@dataclass
-class Seen:
-    """What the server's behaviors saw, for the tests to check."""
-
-    cancelled: list[str] = field(default_factory=list)
-    finished_streams: list[str] = field(default_factory=list)
-
-
-def _methods(seen: Seen) -> dict[str, Method]:
-    async def echo(request: bytes, _context: CallContext) -> bytes:
-        return request
-
-    async def whoami(_request: bytes, context: CallContext) -> bytes:
-        return f"{context.peer()}|{context.metadata.get('x-test', '')}".encode()
-
-    async def fail(request: bytes, context: CallContext) -> bytes:
-        await context.abort(StatusCode.FAILED_PRECONDITION, request.decode())
-
-    async def boom(_request: bytes, _context: CallContext) -> bytes:
-        raise RuntimeError("a bug")
-
-    async def slow(_request: bytes, _context: CallContext) -> bytes:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            seen.cancelled.append("slow")
-            raise
-        return b""
-
-    async def chunks(request: bytes, _context: CallContext) -> AsyncIterator[bytes]:
-        count, size = (int(part) for part in request.split(b"x"))
-        try:
-            for index in range(count):
-                yield index.to_bytes(4, "big") * (size // 4)
-                if count > 1000:
-                    await asyncio.sleep(0.001)
-        finally:
-            seen.finished_streams.append(request.decode())
-
-    async def chat(requests: AsyncIterator[bytes], _context: CallContext) -> AsyncIterator[bytes]:
-        async for request in requests:
-            yield request[::-1]
-
-    return {
-        "/t.T/Echo": unary(echo, _same, _same),
-        "/t.T/WhoAmI": unary(whoami, _same, _same),
-        "/t.T/Fail": unary(fail, _same, _same),
-        "/t.T/Boom": unary(boom, _same, _same),
-        "/t.T/Slow": unary(slow, _same, _same),
-        "/t.T/Chunks": Method("server_stream", _same, _same, chunks),
-        "/t.T/Chat": Method("bidi", _same, _same, chat),
-    }
-
-
-@dataclass
-class Running:
-    port: int
-    seen: Seen
-    loop: asyncio.AbstractEventLoop
-    server: GrpcServer
-
-
-@contextlib.contextmanager
-def serve(tls: TlsServerConfig | None = None) -> Iterator[Running]:
-    """The server on an event loop of its own thread, until the block ends."""
-    seen = Seen()
-    loop = uvloop.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    server = GrpcServer(_methods(seen))
-    try:
-        port = asyncio.run_coroutine_threadsafe(server.start("127.0.0.1", 0, tls), loop).result(10)
-        yield Running(port, seen, loop, server)
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(0.5), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+from .grpc_support import Running, same, serve
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +36,7 @@ def channel(running: Running) -> Iterator[grpc.Channel]:
 
 
 def _call(channel: grpc.Channel, method: str) -> grpc.UnaryUnaryMultiCallable[bytes, bytes]:
-    return channel.unary_unary(method, request_serializer=_same, response_deserializer=_same)
+    return channel.unary_unary(method, request_serializer=same, response_deserializer=same)
 
 
 @pytest.mark.parametrize("size", [0, 1, 16_379, 16_380, 70_000, 1 << 20, (4 << 20) - 64])
@@ -149,6 +60,17 @@ def test_concurrent_calls_from_threads_each_get_their_own_answer(channel: grpc.C
     assert all(results)
 
 
+def test_a_method_answered_at_once_answers_and_refuses(channel: grpc.Channel) -> None:
+    """A plain-function behavior (no task, no timer), with and without a deadline."""
+    now = _call(channel, "/t.T/Now")
+    assert now(b"quick") == b"QUICK"
+    assert now(b"quick", timeout=5) == b"QUICK"
+    with pytest.raises(grpc.RpcError) as failure:
+        now(b"refuse", timeout=5)
+    assert failure.value.code() == grpc.StatusCode.OUT_OF_RANGE
+    assert failure.value.details() == "refused at once"
+
+
 def test_the_behavior_sees_the_peer_and_the_metadata(channel: grpc.Channel) -> None:
     answer = _call(channel, "/t.T/WhoAmI")(b"", metadata=[("x-test", "hello")], timeout=10)
     peer, value = answer.decode().split("|")
@@ -159,7 +81,7 @@ def test_the_behavior_sees_the_peer_and_the_metadata(channel: grpc.Channel) -> N
 def test_a_server_stream_delivers_every_message_in_order(channel: grpc.Channel) -> None:
     """12.5 MiB in 200 messages: the client's windows are refilled as it reads."""
     stream = channel.unary_stream(
-        "/t.T/Chunks", request_serializer=_same, response_deserializer=_same
+        "/t.T/Chunks", request_serializer=same, response_deserializer=same
     )
     received = list(stream(b"200x65536", timeout=60))
     assert len(received) == 200
@@ -167,7 +89,7 @@ def test_a_server_stream_delivers_every_message_in_order(channel: grpc.Channel) 
 
 
 def test_a_bidirectional_call_answers_each_message(channel: grpc.Channel) -> None:
-    chat = channel.stream_stream("/t.T/Chat", request_serializer=_same, response_deserializer=_same)
+    chat = channel.stream_stream("/t.T/Chat", request_serializer=same, response_deserializer=same)
     requests = [f"message {index}".encode() for index in range(300)]
     assert list(chat(iter(requests), timeout=30)) == [r[::-1] for r in requests]
 
@@ -210,7 +132,7 @@ def test_a_cancelled_stream_closes_the_behaviors_generator(
     channel: grpc.Channel, running: Running
 ) -> None:
     stream = channel.unary_stream(
-        "/t.T/Chunks", request_serializer=_same, response_deserializer=_same
+        "/t.T/Chunks", request_serializer=same, response_deserializer=same
     )
     call = stream(b"100000x64", timeout=60)
     assert len(next(call)) == 64
@@ -288,7 +210,7 @@ def test_tls_with_alpn_serves_and_plaintext_is_refused(tmp_path: Path) -> None:
 def test_stop_lets_a_call_in_flight_finish(running: Running) -> None:
     with serve() as served, grpc.insecure_channel(f"127.0.0.1:{served.port}") as opened:
         chunks = opened.unary_stream(
-            "/t.T/Chunks", request_serializer=_same, response_deserializer=_same
+            "/t.T/Chunks", request_serializer=same, response_deserializer=same
         )
         call = chunks(b"1500x16", timeout=30)
         first = next(call)

@@ -36,7 +36,7 @@ from reconsume.broker.messaging.settings import answer as settings_answer
 from reconsume.broker.messaging.status import Refused, status
 from reconsume.errors import InvalidArgumentError, RemotingError
 from reconsume.message.names import validate_topic
-from reconsume.wire.h2.api import CallContext, Method, StatusCode, unary
+from reconsume.wire.h2.api import Abort, CallContext, Method, StatusCode, unary, unary_now
 from reconsume.wire.h2.server import GrpcServer
 from reconsume.wire.tls import TlsServerConfig
 from reconsume.wire.transport import Dispatcher
@@ -77,6 +77,9 @@ class Malformed:
         await context.abort(StatusCode.INTERNAL, f"Invalid protobuf byte sequence: {self.error}")
         raise AssertionError("abort returned")  # pragma: no cover - abort raises
 
+    def refusal(self) -> Abort:
+        return Abort(StatusCode.INTERNAL, f"Invalid protobuf byte sequence: {self.error}")
+
 
 def _parser(request_type: type[Request]) -> Callable[[bytes], Request | Malformed]:
     def parse(data: bytes) -> Request | Malformed:
@@ -111,6 +114,30 @@ def _unary(
     return unary(run, _parser(request_type), response_type.SerializeToString)
 
 
+def _unary_now(
+    behavior: Callable[[Request, CallContext], Response],
+    request_type: type[Request],
+    response_type: type[Response],
+) -> Method:
+    """:func:`_unary` of a behavior that never waits: answered in the turn its request
+    completes, without a task."""
+
+    def run(request: Request | Malformed, context: CallContext) -> Response:
+        if isinstance(request, Malformed):
+            raise request.refusal()
+        try:
+            return behavior(request, context)
+        except Refused as refused:
+            return response_type(status=refused.status())
+        except RemotingError as exc:
+            return response_type(status=status(pb.INTERNAL_SERVER_ERROR, str(exc)))
+        except Exception as exc:  # a bug answers this call only, never the service
+            log.exception("gRPC %s failed", request_type.DESCRIPTOR.name)
+            return response_type(status=status(pb.INTERNAL_SERVER_ERROR, repr(exc)))
+
+    return unary_now(run, _parser(request_type), response_type.SerializeToString)
+
+
 class MessagingService:
     """The broker's gRPC port; :meth:`start` on the broker's loop, :meth:`stop` before the
     broker stops."""
@@ -136,14 +163,14 @@ class MessagingService:
     def _handlers(self) -> dict[str, Method]:
         return {
             "QueryRoute": _unary(self.query_route, spb.QueryRouteRequest, spb.QueryRouteResponse),
-            "Heartbeat": _unary(self.heartbeat, spb.HeartbeatRequest, spb.HeartbeatResponse),
+            "Heartbeat": _unary_now(self.heartbeat, spb.HeartbeatRequest, spb.HeartbeatResponse),
             "SendMessage": _unary(
                 self.send_message, spb.SendMessageRequest, spb.SendMessageResponse
             ),
             "QueryAssignment": _unary(
                 self.query_assignment, spb.QueryAssignmentRequest, spb.QueryAssignmentResponse
             ),
-            "NotifyClientTermination": _unary(
+            "NotifyClientTermination": _unary_now(
                 self.notify_termination,
                 spb.NotifyClientTerminationRequest,
                 spb.NotifyClientTerminationResponse,
@@ -154,13 +181,15 @@ class MessagingService:
                 spb.ReceiveMessageResponse.SerializeToString,
                 self.receive_message,
             ),
-            "AckMessage": _unary(self.ack_message, spb.AckMessageRequest, spb.AckMessageResponse),
-            "ChangeInvisibleDuration": _unary(
+            "AckMessage": _unary_now(
+                self.ack_message, spb.AckMessageRequest, spb.AckMessageResponse
+            ),
+            "ChangeInvisibleDuration": _unary_now(
                 self.change_invisible_duration,
                 spb.ChangeInvisibleDurationRequest,
                 spb.ChangeInvisibleDurationResponse,
             ),
-            "ForwardMessageToDeadLetterQueue": _unary(
+            "ForwardMessageToDeadLetterQueue": _unary_now(
                 self.forward_to_dead_letters,
                 spb.ForwardMessageToDeadLetterQueueRequest,
                 spb.ForwardMessageToDeadLetterQueueResponse,
@@ -199,7 +228,7 @@ class MessagingService:
         queues = await self.routes.message_queues(request.topic)
         return spb.QueryRouteResponse(status=status(pb.OK), message_queues=queues)
 
-    async def heartbeat(
+    def heartbeat(
         self, request: spb.HeartbeatRequest, context: CallContext
     ) -> spb.HeartbeatResponse:
         group = request.group.name if request.HasField("group") else ""
@@ -209,7 +238,7 @@ class MessagingService:
         )
         return spb.HeartbeatResponse(status=status(pb.OK))
 
-    async def notify_termination(
+    def notify_termination(
         self, _request: spb.NotifyClientTerminationRequest, context: CallContext
     ) -> spb.NotifyClientTerminationResponse:
         self.access.check(context, ())
@@ -267,19 +296,19 @@ class MessagingService:
         async for response in self.consume.receive(request, _client_id(context)):
             yield response
 
-    async def ack_message(
+    def ack_message(
         self, request: spb.AckMessageRequest, context: CallContext
     ) -> spb.AckMessageResponse:
         self.access.check(context, consume_needs(request.group.name, request.topic.name))
         return self.consume.ack(request)
 
-    async def change_invisible_duration(
+    def change_invisible_duration(
         self, request: spb.ChangeInvisibleDurationRequest, context: CallContext
     ) -> spb.ChangeInvisibleDurationResponse:
         self.access.check(context, consume_needs(request.group.name, request.topic.name))
         return self.consume.change_invisible(request)
 
-    async def forward_to_dead_letters(
+    def forward_to_dead_letters(
         self,
         request: spb.ForwardMessageToDeadLetterQueueRequest,
         context: CallContext,

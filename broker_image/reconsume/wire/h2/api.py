@@ -59,7 +59,7 @@ class CallContext:
         raise Abort(code, details)
 
 
-Kind = Literal["unary", "server_stream", "bidi"]
+Kind = Literal["unary", "unary_now", "server_stream", "bidi"]
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,10 @@ class Method:
     parse: Callable[[bytes], Any]
     serialize: Callable[[Any], bytes]
     behavior: Callable[..., Any]
-    """unary: ``async (request, context) -> response``; server_stream: ``(request, context)
-    -> AsyncIterator[response]``; bidi: ``(AsyncIterator[request], context) ->
+    """unary: ``async (request, context) -> response``; unary_now: ``(request, context) ->
+    response``, a plain function answered in the turn of the loop its request completes (no
+    task, no timer: for work that never waits); server_stream: ``(request, context) ->
+    AsyncIterator[response]``; bidi: ``(AsyncIterator[request], context) ->
     AsyncIterator[response]``."""
 
 
@@ -79,3 +81,11 @@ def unary(
     serialize: Callable[[Any], bytes],
 ) -> Method:
     return Method("unary", parse, serialize, behavior)
+
+
+def unary_now(
+    behavior: Callable[[Any, CallContext], Any],
+    parse: Callable[[bytes], Any],
+    serialize: Callable[[Any], bytes],
+) -> Method:
+    return Method("unary_now", parse, serialize, behavior)

@@ -4,9 +4,10 @@ The code is canonical: ordered by (length, symbol), each code is the previous on
 shifted left by the difference in length. So the table is the 257 code lengths alone, and the
 codes follow from them (checked against the RFC's own values in the unit tests).
 
-Decoding walks the code tree four bits at a time through a table built once from the lengths:
+Decoding walks the code tree an octet at a time through a table built from the lengths: first
 for each inner node of the tree and each nibble, the node reached and the symbol completed on
-the way, if any (a code is at least five bits long, so a nibble completes at most one).
+the way, if any (a code is at least five bits long, so a nibble completes at most one); then
+two nibble steps composed into one per octet.
 """
 
 from __future__ import annotations
@@ -94,28 +95,52 @@ def _nibble_table() -> tuple[list[int], list[int], list[bool]]:
 _NEXT, _EMITTED, _ACCEPTING = _nibble_table()
 
 
+def _byte_table() -> tuple[list[int], list[bytes]]:
+    """The nibble table composed into one step per octet: for each node and octet, the node
+    reached and the symbols completed (none, one or two). A walk through EOS leads to
+    ``_FAIL``, a node whose every step stays there."""
+    fail = len(_ACCEPTING)
+    nodes = fail + 1
+    next_node = [fail] * (nodes * 256)
+    emitted = [b""] * (nodes * 256)
+    for start in range(fail):
+        for octet in range(256):
+            out = b""
+            node = start
+            for nibble in (octet >> 4, octet & 0x0F):
+                index = node * 16 + nibble
+                symbol = _EMITTED[index]
+                if symbol == _FAILED:
+                    node = fail
+                    break
+                if symbol >= 0:
+                    out += bytes((symbol,))
+                node = _NEXT[index]
+            next_node[start * 256 + octet] = node
+            emitted[start * 256 + octet] = out
+    return next_node, emitted
+
+
+_FAIL = len(_ACCEPTING)
+_octet_table: tuple[list[int], list[bytes]] | None = None
+
+
 def decode(data: bytes) -> bytes:
     """The octets ``data`` Huffman-encodes; InvalidArgumentError for EOS in the data, padding
-    longer than seven bits or padding that is not the EOS code's leading 1 bits."""
+    longer than seven bits or padding that is not the EOS code's leading 1 bits. (One table
+    step per octet; the table, 64 Ki entries, is built at the first call.)"""
+    global _octet_table  # built once, on first use
+    if _octet_table is None:
+        _octet_table = _byte_table()
+    table_next, table_emitted = _octet_table
     out = bytearray()
     node = 0
-    table_next = _NEXT
-    table_emitted = _EMITTED
-    for byte in data:
-        index = (node << 4) | (byte >> 4)
-        symbol = table_emitted[index]
+    for octet in data:
+        index = (node << 8) | octet
+        out += table_emitted[index]
         node = table_next[index]
-        if symbol >= 0:
-            out.append(symbol)
-        elif symbol == _FAILED:
-            raise InvalidArgumentError("HPACK: EOS inside a Huffman-coded string")
-        index = (node << 4) | (byte & 0x0F)
-        symbol = table_emitted[index]
-        node = table_next[index]
-        if symbol >= 0:
-            out.append(symbol)
-        elif symbol == _FAILED:
-            raise InvalidArgumentError("HPACK: EOS inside a Huffman-coded string")
+    if node == _FAIL:
+        raise InvalidArgumentError("HPACK: EOS inside a Huffman-coded string")
     if not _ACCEPTING[node]:
         raise InvalidArgumentError("HPACK: a Huffman-coded string ends in bad padding")
     return bytes(out)

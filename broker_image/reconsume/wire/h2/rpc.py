@@ -191,7 +191,10 @@ class Call:
             )
             return
         request = self.method.parse(requests[0])
-        if self.method.kind == "unary":
+        kind = self.method.kind
+        if kind == "unary_now":
+            self._answer_now(request)
+        elif kind == "unary":
             self._start(self._run_unary(request))
         else:
             self._start(self._run_stream(request))
@@ -229,6 +232,17 @@ class Call:
         except Exception as exc:  # noqa: BLE001 - answers this call only (logged there)
             self._failed(exc)
             return
+        self._answer(body)
+
+    def _answer_now(self, request: Any) -> None:
+        try:
+            body = self.method.serialize(self.method.behavior(request, self.context))
+        except Exception as exc:  # noqa: BLE001 - answers this call only (logged there)
+            self._failed(exc)
+            return
+        self._answer(body)
+
+    def _answer(self, body: bytes) -> None:
         stream = self.stream
         if stream.local_closed:
             return
@@ -330,7 +344,7 @@ class Router:
                 )
                 return _Ignored()
         call = Call(stream, found, context, decompress)
-        if timeout:
+        if timeout and found.kind != "unary_now":
             seconds = parse_timeout(timeout)
             if seconds is not None:
                 call.set_deadline(seconds)
