@@ -43,6 +43,7 @@ from reconsume.engine.schedule_state import ScheduleSettings
 from reconsume.engine.timer import TimerService
 from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore, StoreSettings
+from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls import TlsMode, TlsServerConfig
 from reconsume.wire.tls_server import TlsListener
 
@@ -231,6 +232,13 @@ class _Source:
 
     def tls_listener(self) -> TlsListener:
         return self.tls
+
+    def grpc_stats(self) -> TransportStats:
+        stats = TransportStats(open_connections=2, accepted_connections=3)
+        stats.calls["SendMessage", 0] = 10
+        stats.calls["ReceiveMessage", 1] = 1
+        stats.connection_errors[1] = 1
+        return stats
 
     def current_context(self) -> BrokerContext | None:
         return self.context

@@ -219,3 +219,23 @@ def test_stop_lets_a_call_in_flight_finish(running: Running) -> None:
         stopping.result(15)
     assert len(first) == 16
     assert len(rest) == 1499
+
+
+def test_the_server_counts_calls_by_status_and_connection_errors() -> None:
+    with serve() as served, grpc.insecure_channel(f"127.0.0.1:{served.port}") as opened:
+        _call(opened, "/t.T/Echo")(b"one", timeout=10)
+        _call(opened, "/t.T/Now")(b"two", timeout=10)
+        for method in ("/t.T/Slow", "/t.T/Nothing"):
+            with pytest.raises(grpc.RpcError):
+                _call(opened, method)(b"", timeout=0.3)
+        _goaway_code(served.port, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\xff" * 64)
+        stats = served.server.stats
+        eventually(lambda: stats.connection_errors[0x6] == 1, timeout_s=5)
+        assert stats.calls == {
+            ("Echo", 0): 1,
+            ("Now", 0): 1,
+            ("Slow", 4): 1,
+            ("unknown", 12): 1,
+        }
+        assert stats.open_connections >= 1
+        assert stats.accepted_connections >= 2

@@ -23,11 +23,13 @@ from reconsume import __version__
 from reconsume.access.guard import AclGuard
 from reconsume.broker.acl_metrics import acl_metrics
 from reconsume.broker.context import BrokerContext
+from reconsume.broker.grpc_metrics import grpc_metrics
 from reconsume.broker.health import Readiness
 from reconsume.broker.replication_metrics import replication_metrics
 from reconsume.broker.retry_metrics import retry_metrics
 from reconsume.broker.roles import Role
 from reconsume.broker.tls_metrics import tls_metrics
+from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls_server import TlsListener
 
 PREFIX = "reconsume_"
@@ -55,6 +57,9 @@ class MetricsSource(Protocol):
 
     def acl_guard(self) -> AclGuard | None:
         """Access control, when it is on."""
+
+    def grpc_stats(self) -> TransportStats | None:
+        """The gRPC port's counters (None: the broker serves no gRPC)."""
 
     def tls_listener(self) -> TlsListener | None:
         """The remoting port's TLS side (its mode and counters), when TLS is on."""
@@ -102,6 +107,7 @@ class BrokerCollector(Collector):
         yield from replication_metrics(source.current_role(), source.failovers())
         yield from acl_metrics(source.acl_guard())
         yield from tls_metrics(source.tls_listener())
+        yield from grpc_metrics(source.grpc_stats())
 
     def _traffic(self, context: BrokerContext) -> Iterable[CounterMetricFamily]:
         stats = context.stats

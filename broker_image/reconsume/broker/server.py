@@ -53,6 +53,7 @@ from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls_server import TlsListener
 from reconsume.wire.transport import (
     Connection,
@@ -155,6 +156,9 @@ class Broker:
 
     def tls_listener(self) -> TlsListener | None:
         return self.server.tls
+
+    def grpc_stats(self) -> TransportStats | None:
+        return None if self._messaging is None else self._messaging.transport_stats
 
     def connection_count(self) -> int:
         return len(self.server.connections)

@@ -15,6 +15,7 @@ from reconsume.broker.metrics import broker_registry
 from reconsume.broker.settings import BrokerSettings
 from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore, PutRequest, StoreSettings
+from reconsume.wire.h2.stats import TransportStats
 
 
 class Source:
@@ -43,6 +44,9 @@ class Source:
         return None
 
     def tls_listener(self) -> None:
+        return None
+
+    def grpc_stats(self) -> TransportStats | None:
         return None
 
 

@@ -11,12 +11,14 @@ as corrupted to one of them. A compressed 4.x body is inflated first.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 
 from reconsume.broker.messaging.pop import Lease
 from reconsume.broker.messaging.times import duration, timestamp
 from reconsume.message import properties as props
+from reconsume.message.address import HostAddress
 from reconsume.message.model import StoredMessage
 from reconsume.wire.v2 import definition_pb2 as pb
 
@@ -29,6 +31,17 @@ _SYSTEM = frozenset(
     }
 )  # fmt: skip
 """Properties the protocol carries in fields of its own, or the broker's bookkeeping."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _ip_text(ip: bytes) -> str:
+    """The text of a record's packed born address (the same few recur in every batch)."""
+    return str(ipaddress.ip_address(ip))
+
+
+@functools.lru_cache(maxsize=256)
+def _host_text(host: HostAddress) -> str:
+    return str(host)
 
 
 def message_type(properties: dict[str, str]) -> pb.MessageType:
@@ -54,9 +67,9 @@ def to_protocol(message: StoredMessage, lease: Lease, handle: str, invisible_ms:
         body_encoding=pb.IDENTITY,
         message_type=message_type(properties),
         born_timestamp=timestamp(message.born_timestamp_ms),
-        born_host=str(ipaddress.ip_address(message.born_host.ip)),
+        born_host=_ip_text(message.born_host.ip),
         store_timestamp=timestamp(message.store_timestamp_ms),
-        store_host=str(message.store_host),
+        store_host=_host_text(message.store_host),
         receipt_handle=handle,
         queue_id=lease.queue_id,
         queue_offset=lease.offset,

@@ -38,6 +38,7 @@ from reconsume.errors import InvalidArgumentError, RemotingError
 from reconsume.message.names import validate_topic
 from reconsume.wire.h2.api import Abort, CallContext, Method, StatusCode, unary, unary_now
 from reconsume.wire.h2.server import GrpcServer
+from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls import TlsServerConfig
 from reconsume.wire.transport import Dispatcher
 from reconsume.wire.v2 import definition_pb2 as pb
@@ -212,6 +213,10 @@ class MessagingService:
         self._server = server
         self.pop.start()
         return bound
+
+    @property
+    def transport_stats(self) -> TransportStats | None:
+        return None if self._server is None else self._server.stats
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._server is not None:

@@ -58,6 +58,7 @@ from reconsume.wire.h2.frames import (
 )
 from reconsume.wire.h2.hpack import Decoder, HeaderListTooLarge, HpackError
 from reconsume.wire.h2.hpack import encode as encode_headers
+from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.h2.streams import Application, Sender, Stream
 
 log = logging.getLogger(__name__)
@@ -71,10 +72,12 @@ class H2Connection(Sender, asyncio.Protocol):
         application: Application,
         limits: Limits = DEFAULT_LIMITS,
         closed: Callable[[H2Connection], None] = lambda _connection: None,
+        stats: TransportStats | None = None,
     ) -> None:
         self.application = application
         self.limits = limits
         self._closed = closed
+        self._stats = stats
         self.transport: asyncio.Transport | None = None
         self.peer = ""
         """``ipv4:host:port`` or ``ipv6:[host]:port``, as gRPC names a peer."""
@@ -434,6 +437,8 @@ class H2Connection(Sender, asyncio.Protocol):
         if transport is None:
             return
         if code != NO_ERROR:
+            if self._stats is not None:
+                self._stats.connection_errors[code] += 1
             log.info("HTTP/2 connection from %s closed: %s (error %d)", self.peer, message, code)
         payload = struct.pack(">II", self._last_stream_id, code) + message.encode()[:256]
         self._out.append(frame(GOAWAY, 0, 0, payload))

@@ -20,10 +20,13 @@ from typing import Any
 from reconsume.wire.h2.api import Abort, CallContext, Method, StatusCode
 from reconsume.wire.h2.hpack import Header
 from reconsume.wire.h2.hpack import encode as encode_headers
+from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.h2.streams import Stream
 
 log = logging.getLogger(__name__)
 
+UNKNOWN_METHOD = "unknown"
+"""The method label of a call to a path the server does not serve."""
 MAX_MESSAGE = 16 << 20
 """The largest request message taken (larger: RESOURCE_EXHAUSTED)."""
 
@@ -108,8 +111,11 @@ class Call:
         "_buffer",
         "_deadline",
         "_decompress",
+        "_name",
+        "_recorded",
         "_requests",
         "_sent_headers",
+        "_stats",
         "_task",
         "context",
         "method",
@@ -122,8 +128,13 @@ class Call:
         method: Method,
         context: CallContext,
         decompress: Callable[[bytes], bytes] | None,
+        name: str,
+        stats: TransportStats,
     ) -> None:
         self.stream = stream
+        self._name = name
+        self._stats = stats
+        self._recorded = False
         self.method = method
         self.context = context
         self._decompress = decompress
@@ -200,9 +211,19 @@ class Call:
             self._start(self._run_stream(request))
 
     def reset(self) -> None:
+        """The client reset the stream, or the connection is gone: the call is cancelled."""
+        self._record(StatusCode.CANCELLED)
+        self._cancel()
+
+    def _cancel(self) -> None:
         self._cancel_deadline()
         if self._task is not None and not self._task.done():
             self._task.cancel()
+
+    def _record(self, code: StatusCode) -> None:
+        if not self._recorded:
+            self._recorded = True
+            self._stats.calls[self._name, code] += 1
 
     # ----------------------------------------------------------------- running
     def _start(self, coroutine: Awaitable[None]) -> None:
@@ -247,6 +268,7 @@ class Call:
         if stream.local_closed:
             return
         self._cancel_deadline()
+        self._record(StatusCode.OK)
         stream.send_headers(RESPONSE_HEADERS)
         stream.send_data(b"\x00" + len(body).to_bytes(4, "big") + body)
         stream.send_headers(TRAILERS_OK, True)
@@ -286,11 +308,12 @@ class Call:
         stream = self.stream
         if stream.local_closed:
             return
+        self._record(code)
         stream.send_headers(status_block(code, details, not self._sent_headers), True)
 
     def _fail_early(self, code: StatusCode, details: str) -> None:
         """A request that cannot be taken: answered now, whatever the behavior is doing."""
-        self.reset()
+        self._cancel()
         self._finish(code, details)
 
 
@@ -298,8 +321,10 @@ class Router:
     """The :class:`~reconsume.wire.h2.connection.Application` of a gRPC server: each request
     stream to its method's :class:`Call`."""
 
-    def __init__(self, methods: Mapping[str, Method]) -> None:
+    def __init__(self, methods: Mapping[str, Method], stats: TransportStats) -> None:
         self.methods = dict(methods)
+        self._names = {path: path.rsplit("/", 1)[-1] for path in methods}
+        self.stats = stats
 
     def open(self, stream: Stream, headers: list[Header], end_stream: bool) -> Any:
         path = method = content_type = ""
@@ -325,6 +350,7 @@ class Router:
         context = CallContext(stream.connection.peer, metadata)
         found = self.methods.get(path)
         if found is None:
+            self.stats.calls[UNKNOWN_METHOD, StatusCode.UNIMPLEMENTED] += 1
             stream.send_headers(
                 status_block(StatusCode.UNIMPLEMENTED, "Method not found!", True), True
             )
@@ -336,6 +362,7 @@ class Router:
             elif encoding == "deflate":
                 decompress = zlib.decompress
             else:
+                self.stats.calls[self._names[path], StatusCode.UNIMPLEMENTED] += 1
                 block = status_block(
                     StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding} is not supported", True
                 )
@@ -343,7 +370,7 @@ class Router:
                     block + encode_headers([("grpc-accept-encoding", _ENCODINGS)]), True
                 )
                 return _Ignored()
-        call = Call(stream, found, context, decompress)
+        call = Call(stream, found, context, decompress, self._names[path], self.stats)
         if timeout and found.kind != "unary_now":
             seconds = parse_timeout(timeout)
             if seconds is not None:

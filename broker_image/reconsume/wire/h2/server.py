@@ -14,6 +14,7 @@ from reconsume.wire.h2.api import Method
 from reconsume.wire.h2.connection import H2Connection
 from reconsume.wire.h2.frames import DEFAULT_LIMITS, Limits
 from reconsume.wire.h2.rpc import Router
+from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls import TlsMode, TlsServerConfig
 from reconsume.wire.tls_server import TlsListener
 
@@ -24,7 +25,8 @@ class GrpcServer:
     """Serves ``methods`` (by path, ``/package.Service/Method``) on one port."""
 
     def __init__(self, methods: Mapping[str, Method], limits: Limits = DEFAULT_LIMITS) -> None:
-        self.router = Router(methods)
+        self.stats = TransportStats()
+        self.router = Router(methods, self.stats)
         self.limits = limits
         self.connections: set[H2Connection] = set()
         self._idle: asyncio.Event | None = None
@@ -33,12 +35,15 @@ class GrpcServer:
         self.tls: TlsListener | None = None
 
     def _connection(self) -> H2Connection:
-        connection = H2Connection(self.router, self.limits, self._closed)
+        connection = H2Connection(self.router, self.limits, self._closed, self.stats)
         self.connections.add(connection)
+        self.stats.accepted_connections += 1
+        self.stats.open_connections = len(self.connections)
         return connection
 
     def _closed(self, connection: H2Connection) -> None:
         self.connections.discard(connection)
+        self.stats.open_connections = len(self.connections)
         if not self.connections and self._idle is not None:
             self._idle.set()
 
