@@ -66,6 +66,10 @@ def methods(seen: Seen) -> dict[str, Method]:
             raise Abort(StatusCode.OUT_OF_RANGE, "refused at once")
         return request.upper()
 
+    async def deaf(requests: AsyncIterator[bytes], _context: CallContext) -> AsyncIterator[bytes]:
+        await asyncio.sleep(30)  # reads nothing
+        yield b""
+
     async def chat(requests: AsyncIterator[bytes], _context: CallContext) -> AsyncIterator[bytes]:
         async for request in requests:
             yield request[::-1]
@@ -79,6 +83,7 @@ def methods(seen: Seen) -> dict[str, Method]:
         "/t.T/Now": unary_now(now, same, same),
         "/t.T/Chunks": Method("server_stream", same, same, chunks),
         "/t.T/Chat": Method("bidi", same, same, chat),
+        "/t.T/Deaf": Method("bidi", same, same, deaf),
     }
 
 

@@ -94,6 +94,30 @@ def test_a_bidirectional_call_answers_each_message(channel: grpc.Channel) -> Non
     assert list(chat(iter(requests), timeout=30)) == [r[::-1] for r in requests]
 
 
+def test_a_client_streaming_faster_than_the_server_reads_is_stopped(
+    channel: grpc.Channel,
+) -> None:
+    """Past 1,024 unread request messages the call ends RESOURCE_EXHAUSTED; the server serves
+    on."""
+    deaf = channel.stream_stream("/t.T/Deaf", request_serializer=same, response_deserializer=same)
+    with pytest.raises(grpc.RpcError) as failure:
+        list(deaf(iter([b"x"] * 5000), timeout=20))
+    assert failure.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert _call(channel, "/t.T/Echo")(b"still here", timeout=10) == b"still here"
+
+
+@pytest.mark.parametrize("messages", [0, 2, 1000])
+def test_a_unary_call_needs_exactly_one_request_message(
+    channel: grpc.Channel, messages: int
+) -> None:
+    """None or more than one (sent as a stream to the unary path): INTERNAL, as grpc-java."""
+    stream = channel.stream_unary("/t.T/Echo", request_serializer=same, response_deserializer=same)
+    with pytest.raises(grpc.RpcError) as failure:
+        stream(iter([b"x"] * messages), timeout=10)
+    assert failure.value.code() == grpc.StatusCode.INTERNAL
+    assert _call(channel, "/t.T/Echo")(b"after", timeout=10) == b"after"
+
+
 def test_an_unknown_method_is_unimplemented(channel: grpc.Channel) -> None:
     with pytest.raises(grpc.RpcError) as failure:
         _call(channel, "/t.T/Nothing")(b"x", timeout=10)

@@ -29,6 +29,10 @@ UNKNOWN_METHOD = "unknown"
 """The method label of a call to a path the server does not serve."""
 MAX_MESSAGE = 16 << 20
 """The largest request message taken (larger: RESOURCE_EXHAUSTED)."""
+MAX_UNREAD = 1024
+"""Request messages of a bidirectional call its behavior has not read yet; one more fails the
+call with RESOURCE_EXHAUSTED (HTTP/2's windows are credited as data arrives, so this is what
+bounds a client that streams faster than the server reads)."""
 
 
 RESPONSE_HEADERS = encode_headers([(":status", "200"), ("content-type", "application/grpc")])
@@ -78,6 +82,10 @@ class _Requests:
         self._messages: deque[bytes] = deque()
         self._ended = False
         self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def unread(self) -> int:
+        return len(self._messages)
 
     def put(self, message: bytes) -> None:
         self._messages.append(message)
@@ -180,7 +188,16 @@ class Call:
                         return
                 requests = self._requests
                 if isinstance(requests, list):
+                    if requests:  # as grpc-java answers a second message of a unary request
+                        self._fail_early(StatusCode.INTERNAL, "Too many requests")
+                        return
                     requests.append(message)
+                elif requests.unread >= MAX_UNREAD:
+                    self._fail_early(
+                        StatusCode.RESOURCE_EXHAUSTED,
+                        f"more than {MAX_UNREAD} request messages not yet read",
+                    )
+                    return
                 else:
                     requests.put(message)
             self._buffer = buffer[position:]
@@ -195,11 +212,8 @@ class Call:
         if not isinstance(requests, list):
             requests.end()
             return
-        if len(requests) != 1:
-            self._fail_early(
-                StatusCode.UNIMPLEMENTED if requests else StatusCode.INTERNAL,
-                f"{len(requests)} request messages for a call that takes one",
-            )
+        if not requests:
+            self._fail_early(StatusCode.INTERNAL, "Half-closed without a request")
             return
         request = self.method.parse(requests[0])
         kind = self.method.kind
