@@ -245,7 +245,7 @@ async def test_an_answer_leaves_in_one_write() -> None:
     answer_3 = [f._replace(stream=3) for f in answer_1]
     assert await client.read() == [*answer_1, *answer_3, Frame(RST_STREAM, 0, 3, u32(NO_ERROR))]
     assert client.transport.flushes == flushes + 1
-    assert not client.stream().open
+    assert client.stream().local_closed
     assert client.connection.streams == {}
     client.stream().send_data(b"late")
     assert await client.read() == []

@@ -49,11 +49,6 @@ def consume_needs(group: str, topic: str) -> Needs:
     return needs
 
 
-def metadata(context: CallContext) -> dict[str, str]:
-    """A call's metadata, by key."""
-    return context.metadata
-
-
 class Access:
     """The ACL check of each call, when the broker has access control on."""
 
@@ -65,7 +60,7 @@ class Access:
         guard = self._guard()
         if guard is None:
             return
-        headers = metadata(context)
+        headers = context.metadata
         header = headers.get(AUTHORIZATION, "")
         stamp = headers.get(DATE_TIME, "")
         match = _HEADER.fullmatch(header) if len(header) <= MAX_HEADER else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
@@ -74,10 +74,6 @@ class Malformed:
     def __init__(self, error: str) -> None:
         self.error = error
 
-    async def reject(self, context: CallContext) -> NoReturn:
-        await context.abort(StatusCode.INTERNAL, f"Invalid protobuf byte sequence: {self.error}")
-        raise AssertionError("abort returned")  # pragma: no cover - abort raises
-
     def refusal(self) -> Abort:
         return Abort(StatusCode.INTERNAL, f"Invalid protobuf byte sequence: {self.error}")
 
@@ -92,6 +88,20 @@ def _parser(request_type: type[Request]) -> Callable[[bytes], Request | Malforme
     return parse
 
 
+def _failure(
+    exc: Exception, request_type: type[Request], response_type: type[Response]
+) -> Response:
+    """The response of a unary call whose behavior raised: a refusal's Status, a remoting
+    error as INTERNAL_SERVER_ERROR, and a bug likewise, logged (it answers this call only,
+    never the service)."""
+    if isinstance(exc, Refused):
+        return response_type(status=exc.status())
+    if isinstance(exc, RemotingError):
+        return response_type(status=status(pb.INTERNAL_SERVER_ERROR, str(exc)))
+    log.error("gRPC %s failed", request_type.DESCRIPTOR.name, exc_info=exc)
+    return response_type(status=status(pb.INTERNAL_SERVER_ERROR, repr(exc)))
+
+
 def _unary(
     behavior: Callable[[Request, CallContext], Awaitable[Response]],
     request_type: type[Request],
@@ -101,16 +111,11 @@ def _unary(
 
     async def run(request: Request | Malformed, context: CallContext) -> Response:
         if isinstance(request, Malformed):
-            await request.reject(context)
+            raise request.refusal()
         try:
             return await behavior(request, context)
-        except Refused as refused:
-            return response_type(status=refused.status())
-        except RemotingError as exc:
-            return response_type(status=status(pb.INTERNAL_SERVER_ERROR, str(exc)))
-        except Exception as exc:  # a bug answers this call only, never the service
-            log.exception("gRPC %s failed", request_type.DESCRIPTOR.name)
-            return response_type(status=status(pb.INTERNAL_SERVER_ERROR, repr(exc)))
+        except Exception as exc:  # noqa: BLE001 - a bug answers this call only (logged there)
+            return _failure(exc, request_type, response_type)
 
     return unary(run, _parser(request_type), response_type.SerializeToString)
 
@@ -128,13 +133,8 @@ def _unary_now(
             raise request.refusal()
         try:
             return behavior(request, context)
-        except Refused as refused:
-            return response_type(status=refused.status())
-        except RemotingError as exc:
-            return response_type(status=status(pb.INTERNAL_SERVER_ERROR, str(exc)))
-        except Exception as exc:  # a bug answers this call only, never the service
-            log.exception("gRPC %s failed", request_type.DESCRIPTOR.name)
-            return response_type(status=status(pb.INTERNAL_SERVER_ERROR, repr(exc)))
+        except Exception as exc:  # noqa: BLE001 - a bug answers this call only (logged there)
+            return _failure(exc, request_type, response_type)
 
     return unary_now(run, _parser(request_type), response_type.SerializeToString)
 
@@ -290,7 +290,7 @@ class MessagingService:
         context: CallContext,
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
         if isinstance(request, Malformed):
-            await request.reject(context)
+            raise request.refusal()
         try:
             self.access.check(
                 context, consume_needs(request.group.name, request.message_queue.topic.name)
@@ -353,7 +353,7 @@ class MessagingService:
     ) -> AsyncIterator[spb.TelemetryCommand]:
         async for command in commands:
             if isinstance(command, Malformed):
-                await command.reject(call)
+                raise command.refusal()
             if not command.HasField("settings"):
                 continue  # thread stack traces, verification results: nothing asked them
             context = self._context()

@@ -52,9 +52,6 @@ class CallContext:
         """``ipv4:host:port`` or ``ipv6:[host]:port``."""
         return self._peer
 
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return tuple(self.metadata.items())
-
     async def abort(self, code: StatusCode, details: str) -> NoReturn:
         raise Abort(code, details)
 

@@ -162,6 +162,17 @@ class Decoder:
             name, value = entries.pop(0)
             self.size -= len(name) + len(value) + ENTRY_OVERHEAD
 
+    def _literal(self, block: bytes, position: int, prefix_bits: int) -> tuple[Header, int]:
+        """A literal field: its name by index (``prefix_bits`` wide) or as a string, then its
+        value; and the position after it."""
+        index, position = _integer(block, position, prefix_bits)
+        if index:
+            name = self._lookup(index)[0]
+        else:
+            name, position = _string(block, position)
+        value, position = _string(block, position)
+        return (name, value), position
+
     def decode(self, block: bytes, max_list_size: int) -> list[Header]:
         """The header list of one whole block; a list larger than ``max_list_size`` (names,
         values and 32 octets each) is decoded to the end, to keep the table in step, then
@@ -181,13 +192,7 @@ class Decoder:
                     index, position = _integer(block, position, 7)
                     header = self._lookup(index)
             elif byte & 0x40:  # literal with incremental indexing
-                index, position = _integer(block, position, 6)
-                if index:
-                    name = self._lookup(index)[0]
-                else:
-                    name, position = _string(block, position)
-                value, position = _string(block, position)
-                header = (name, value)
+                header, position = self._literal(block, position, 6)
                 self._add(header)
             elif byte & 0x20:  # dynamic table size update
                 if not first:
@@ -199,13 +204,7 @@ class Decoder:
                 self._evict()
                 continue
             else:  # literal without indexing (0000) or never indexed (0001)
-                index, position = _integer(block, position, 4)
-                if index:
-                    name = self._lookup(index)[0]
-                else:
-                    name, position = _string(block, position)
-                value, position = _string(block, position)
-                header = (name, value)
+                header, position = self._literal(block, position, 4)
             first = False
             list_size += len(header[0]) + len(header[1]) + ENTRY_OVERHEAD
             headers.append(header)

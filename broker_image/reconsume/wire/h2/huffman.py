@@ -156,7 +156,3 @@ def encode(data: bytes) -> bytes:
     padding = -bits % 8
     value = (value << padding) | ((1 << padding) - 1)
     return value.to_bytes((bits + padding) // 8, "big")
-
-
-def encoded_length(data: bytes) -> int:
-    return (sum(LENGTHS[byte] for byte in data) + 7) // 8

@@ -73,10 +73,6 @@ class Stream:
         """Frames waiting for send window: (is headers, payload or block, end stream)."""
         self.handler: StreamHandler | None = None
 
-    @property
-    def open(self) -> bool:
-        return not self.local_closed and self.id in self.connection.streams
-
     def send_headers(self, block: bytes, end_stream: bool = False) -> None:
         if self.local_closed:
             return
