@@ -48,9 +48,19 @@ class PullWaiters:
         """Held pulls a message woke so far (the others ended with their suspension)."""
 
     def hold(
-        self, topic: str, queue_id: int, offset: int, tag_codes: Container[int] | None
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        tag_codes: Container[int] | None,
+        woken: asyncio.Future[None] | None = None,
     ) -> HeldPull:
-        pull = HeldPull(topic, queue_id, offset, tag_codes)
+        """Hold a pull of (topic, queue) from ``offset``; ``woken``: a future the pull shares
+        with others (a receive waiting on several queues), completed by the first to wake."""
+        if woken is None:
+            pull = HeldPull(topic, queue_id, offset, tag_codes)
+        else:
+            pull = HeldPull(topic, queue_id, offset, tag_codes, woken)
         self._held.setdefault((topic, queue_id), set()).add(pull)
         return pull
 

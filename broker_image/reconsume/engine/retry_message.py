@@ -1,11 +1,12 @@
 """The message a send-back stores: a retry for ``%RETRY%<group>`` or a dead letter.
 
-What RocketMQ's ``consumerSendMsgBack`` builds from the original: same body, flag,
-properties, sysFlag and born time/host; ``reconsumeTimes + 1``; RETRY_TOPIC set to the
-original's topic when absent; ORIGIN_MESSAGE_ID kept, or set to the original's offset
-message id. A retry carries its delay level (DELAY) and is stored in the schedule topic
-until due, or, when the group's policy chose a delay in milliseconds, TIMER_OUT_MS and the
-timer topic. A dead letter additionally carries RocketMQ 5's DLQ_ORIGIN_TOPIC and
+What RocketMQ's ``consumerSendMsgBack`` builds from the original: same body, flag, properties,
+sysFlag and born time/host; ``reconsumeTimes + 1``; RETRY_TOPIC set to the original's topic when
+absent; ORIGIN_MESSAGE_ID kept, or set to the original's offset message id. A retry carries its
+delay level (DELAY) and is stored in the schedule topic until due, or, when the group's policy chose
+a delay in milliseconds, TIMER_OUT_MS and the timer topic; a retry due at once (a 5.x lease's
+expiry: the invisible duration was the delay) is stored in ``%RETRY%<group>`` itself, as RocketMQ's
+pop revive does. A dead letter additionally carries RocketMQ 5's DLQ_ORIGIN_TOPIC and
 DLQ_ORIGIN_MESSAGE_ID and reconsume's dead-letter time and reason.
 """
 
@@ -64,7 +65,8 @@ def send_back_request(
     now_ms: int,
 ) -> PutRequest:
     """The put that stores the retry (or dead letter) of ``original`` for ``group``: a retry
-    goes to the schedule topic, on its way to queue ``queue_id`` of ``%RETRY%<group>``."""
+    goes to the schedule or timer topic on its way to queue ``queue_id`` of
+    ``%RETRY%<group>``, or there directly when it is due at once."""
     properties = dict(original.properties)
     if props.RETRY_TOPIC not in properties:
         properties[props.RETRY_TOPIC] = original.topic
@@ -79,6 +81,8 @@ def send_back_request(
             reason=decision.reason or DeadLetterReason.MAX_RECONSUME_TIMES,
             now_ms=now_ms,
         )
+    elif decision.delay_ms is not None and decision.delay_ms <= 0:
+        topic = retry_topic(group)  # due now: a stop at the timer would only add its latency
     elif decision.delay_ms is not None:  # a per-group policy's delay: the timer wheel
         topic, queue_id = to_timer(
             properties, retry_topic(group), queue_id, now_ms + decision.delay_ms

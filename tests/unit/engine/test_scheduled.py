@@ -24,7 +24,7 @@ from reconsume.message.codec import encode_record
 from reconsume.message.decode import decode_record
 from reconsume.message.ids import offset_msg_id
 from reconsume.message.model import StoredMessage
-from reconsume.message.names import SCHEDULE_TOPIC
+from reconsume.message.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from reconsume.message.tags import tags_code
 from reconsume.store import default_tags_code
 
@@ -172,6 +172,25 @@ def test_a_retry_keeps_the_message_and_waits_in_its_level() -> None:
     )
     assert p[props.TAGS] == "t"
     assert props.DLQ_ORIGIN_TOPIC not in p
+
+
+@pytest.mark.parametrize(("delay_ms", "where"), [(0, ("%RETRY%g", 1)), (5, (TIMER_TOPIC, 0))])
+def test_a_retry_due_at_once_is_stored_in_the_retry_topic_itself(
+    delay_ms: int, where: tuple[str, int]
+) -> None:
+    original = stored("orders", {props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "u"})
+    decision = RetryDecision.retry_after(delay_ms)
+    put = send_back_request(
+        original, group="g", decision=decision, queue_id=1, levels=LEVELS, now_ms=100
+    )
+    assert (put.topic, put.queue_id, put.reconsume_times) == (*where, 1)
+    p = props.decode_properties(put.properties)
+    assert p[props.RETRY_TOPIC] == "orders"
+    if delay_ms == 0:
+        assert props.REAL_TOPIC not in p
+        assert props.TIMER_OUT_MS not in p
+    else:
+        assert (p[props.REAL_TOPIC], p[props.TIMER_OUT_MS]) == ("%RETRY%g", "105")
 
 
 def test_a_retry_of_a_retry_keeps_its_origin() -> None:

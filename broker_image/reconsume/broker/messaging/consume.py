@@ -9,6 +9,7 @@ status, the messages, then the delivery timestamp (the proxy's order).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -136,16 +137,18 @@ class ConsumeService:
         """Until one of ``queues`` grows past where the group reads it, or ``timeout_s``."""
         context = self._context()
         waiters = context.waiters
+        # One future for every queue: the append that completes it wakes this task in the
+        # loop's next turn (``asyncio.wait`` over one future per queue took a turn more).
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        store = context.store
         held = [
-            waiters.hold(topic, queue_id, context.store.max_offset(topic, queue_id), None)
+            waiters.hold(topic, queue_id, store.max_offset(topic, queue_id), None, woken)
             for topic, queue_id in queues
         ]
         try:
-            if held:
-                await asyncio.wait([h.woken for h in held], timeout=timeout_s,
-                                   return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-            else:
-                await asyncio.sleep(timeout_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await woken
         finally:
             for h in held:
                 waiters.release(h)

@@ -10,8 +10,8 @@ this broker.
 
 A lease that expires (the client neither acknowledged it nor extended it with
 ChangeInvisibleDuration) is taken back through the retry engine: its retry —
-``reconsumeTimes + 1``, RETRY_TOPIC and ORIGIN_MESSAGE_ID as a 4.x send-back makes it — goes to
-the timer topic due at once, and the timer engine delivers it into ``%RETRY%<group>``; once the
+``reconsumeTimes + 1``, RETRY_TOPIC and ORIGIN_MESSAGE_ID as a 4.x send-back makes it — is
+stored in ``%RETRY%<group>`` at once (the invisible duration was its delay); once the
 group's ``retryMaxTimes`` is spent it is a dead letter in ``%DLQ%<group>`` instead, with the
 origin properties, where dead-letter jobs drain it. A 5.x push consumer asks for its group's
 backoff by changing the invisible duration of a message it failed: the retry then comes after
@@ -28,7 +28,6 @@ the committed offset (at-least-once, as after a 4.x consumer's crash).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import logging
@@ -141,8 +140,10 @@ class PopEngine:
         self._cursors: dict[tuple[str, str, int], QueueCursor] = {}
         self._tokens = itertools.count(1)
         self._deadlines: list[tuple[int, int, tuple[str, str, int], int]] = []
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_ms: int | None = None
+        """The deadline the loop's timer is set to (None: not set)."""
         self._rotation = itertools.count()
 
     @property
@@ -150,14 +151,12 @@ class PopEngine:
         return self._context()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._expire_forever(), name="pop-expiry")
+        self._loop = asyncio.get_running_loop()
+        self._arm()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        self._loop = None
+        self._arm()
 
     # ------------------------------------------------------------------ handing out
     def _cursor(self, group: str, topic: str, queue_id: int) -> QueueCursor:
@@ -219,7 +218,7 @@ class PopEngine:
             if fifo and taken:
                 break  # one queue's messages at a time
         if taken:
-            self._changed.set()
+            self._rearm()
             stats = self.context.stats
             stats.popped(group.group_name, "received", len(taken))
             for received in taken:
@@ -300,7 +299,7 @@ class PopEngine:
             self._deadlines,
             (lease.deadline_ms, lease.token, (group, lease.topic, lease.queue_id), lease.offset),
         )
-        self._changed.set()
+        self._rearm()
         self.context.stats.popped(group, "invisible_changed")
         return Handle(lease.topic, lease.queue_id, lease.offset, lease.token)
 
@@ -314,32 +313,49 @@ class PopEngine:
         self.context.stats.popped(group, "forwarded")
 
     # ------------------------------------------------------------------ expiry
-    async def _expire_forever(self) -> None:
-        while True:
-            self._changed.clear()
-            now = _now_ms()
-            while self._deadlines and self._deadlines[0][0] <= now:
-                _due, token, key, offset = heapq.heappop(self._deadlines)
-                cursor = self._cursors.get(key)
-                lease = None if cursor is None else cursor.leases.get(offset)
-                if cursor is None or lease is None or lease.token != token:
-                    continue
-                if lease.renew_until_ms > now and self._alive(lease.client_id):
-                    lease.deadline_ms = min(now + RENEW_MS, lease.renew_until_ms)
-                    heapq.heappush(self._deadlines, (lease.deadline_ms, token, key, offset))
-                    continue
-                try:
-                    self._expired(cursor, lease)
-                except (StoreError, OSError, InvalidArgumentError) as exc:
-                    log.warning("taking back %s/%d@%d for %s failed, again in 1 s: %s",
-                                lease.topic, lease.queue_id, offset, lease.group, exc)  # fmt: skip
-                    lease.deadline_ms = now + 1000
-                    heapq.heappush(self._deadlines, (lease.deadline_ms, token, key, offset))
-            wait_s = None
-            if self._deadlines:
-                wait_s = max(0.0, (self._deadlines[0][0] - _now_ms()) / 1000)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait_s)
+    def _rearm(self) -> None:
+        """Set the timer again when a new deadline comes before the one it is set to."""
+        if self._deadlines and (self._timer_ms is None or self._deadlines[0][0] < self._timer_ms):
+            self._arm()
+
+    def _arm(self) -> None:
+        """Set the event loop's timer to the earliest deadline. Leases are taken back in the
+        loop's turn where that timer falls due, by a plain callback: no task is woken and no
+        event set, each of which cost the expiry a turn of a busy loop (the lateness of a
+        redelivery is mostly turns of the loop)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_ms = None
+        loop = self._loop
+        if loop is None or not self._deadlines:
+            return
+        head_ms = self._deadlines[0][0]
+        delay_s = max(0.0, (head_ms * 1_000_000 - time.time_ns()) / 1e9)
+        self._timer = loop.call_at(loop.time() + delay_s, self._expire_due)
+        self._timer_ms = head_ms
+
+    def _expire_due(self) -> None:
+        self._timer = self._timer_ms = None
+        now = _now_ms()
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _due, token, key, offset = heapq.heappop(deadlines)
+            cursor = self._cursors.get(key)
+            lease = None if cursor is None else cursor.leases.get(offset)
+            if cursor is None or lease is None or lease.token != token:
+                continue
+            if lease.renew_until_ms > now and self._alive(lease.client_id):
+                lease.deadline_ms = min(now + RENEW_MS, lease.renew_until_ms)
+                heapq.heappush(deadlines, (lease.deadline_ms, token, key, offset))
+                continue
+            try:
+                self._expired(cursor, lease)
+            except (StoreError, OSError, InvalidArgumentError) as exc:
+                log.warning("taking back %s/%d@%d for %s failed, again in 1 s: %s",
+                            lease.topic, lease.queue_id, offset, lease.group, exc)  # fmt: skip
+                lease.deadline_ms = now + 1000
+                heapq.heappush(deadlines, (lease.deadline_ms, token, key, offset))
+        self._arm()
 
     def _expired(self, cursor: QueueCursor, lease: Lease) -> None:
         self.context.stats.popped(lease.group, "expired")
@@ -366,7 +382,7 @@ class PopEngine:
         self._commit(lease.group, lease.topic, lease.queue_id, cursor)
 
     def _send_back(self, lease: Lease, decision: RetryDecision) -> None:
-        """Store the lease's retry (through the timer topic) or its dead letter."""
+        """Store the lease's retry or its dead letter."""
         context = self.context
         record = context.store.read_message(lease.commit_log_offset)
         if record is None:
