@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     InputPartition,
 )
@@ -22,16 +24,21 @@ from pyspark.sql.datasource import (
 from reconsume.client.admin import AdminClient
 from reconsume.client.broker_api import BrokerApi
 from reconsume.client.namesrv import RouteCache
-from reconsume.client.pull import pull_once
+from reconsume.client.pull import PullResult, pull_once
 from reconsume.client.routes import MessageQueue
 from reconsume.errors import InvalidArgumentError
+from reconsume.message.model import StoredMessage
 from reconsume.message.names import dead_letter_topic, validate_group, validate_topic
 from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, TopicOffsets
-from reconsume.spark.schema import Row, to_row
+from reconsume.spark.schema import to_batch
 from reconsume.wire.transport import RemotingClient
 
 DEFAULT_GROUP = "reconsume-spark"
 DEFAULT_PULL_BATCH = 32
+DEFAULT_PULLS_IN_FLIGHT = 4
+"""Pulls a reader keeps outstanding per queue: the next ones travel while one is decoded."""
+DEFAULT_BATCH_ROWS = 2048
+"""Rows per Arrow record batch a reader yields."""
 DEFAULT_TIMEOUT_S = 10.0
 _SEPARATORS = re.compile(r"[;,\s]+")
 
@@ -48,6 +55,7 @@ class ReadOptions:
     timeout_s: float
     max_per_trigger: int | None = None
     """A stream's maxMessagesPerTrigger (None: no limit)."""
+    pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -82,6 +90,7 @@ class ReadOptions:
             positive_option(lowered, "pullbatchsize", DEFAULT_PULL_BATCH, int),
             positive_option(lowered, "timeoutseconds", DEFAULT_TIMEOUT_S, float),
             positive_option(lowered, "maxmessagespertrigger", 0, int) or None,
+            positive_option(lowered, "pullsinflight", DEFAULT_PULLS_IN_FLIGHT, int),
         )
 
 
@@ -177,26 +186,98 @@ class QueueRangePartition(InputPartition):
 
 
 def read_range(
-    queue_range: QueueRange, *, group: str, pull_batch: int, timeout_s: float
-) -> Iterator[Row]:
-    """The rows of the messages in ``queue_range``, pulled in order from its broker."""
+    queue_range: QueueRange,
+    *,
+    group: str,
+    pull_batch: int,
+    timeout_s: float,
+    in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """The messages in ``queue_range``, pulled in order from its broker with up to
+    ``in_flight`` pulls outstanding, as Arrow record batches of about ``batch_rows`` rows."""
     loop = asyncio.new_event_loop()
     client = RemotingClient()
     api = BrokerApi(client, timeout_s)
     queue = MessageQueue(queue_range.topic, queue_range.broker, queue_range.queue_id)
+    pulls = _Pipeline(loop, api, queue_range, queue, group, pull_batch, in_flight)
     try:
-        offset = queue_range.start
-        while offset < queue_range.end:
-            wanted = min(pull_batch, queue_range.end - offset)
-            result = loop.run_until_complete(
-                pull_once(api, queue_range.address, queue, offset, group=group, max_nums=wanted)
-            )
-            for message in result.messages:
-                if offset <= message.queue_offset < queue_range.end:
-                    yield to_row(message, queue_range.broker)
-            if result.next_begin_offset <= offset:
-                return  # nothing more stored here (the queue was truncated or reset)
-            offset = result.next_begin_offset
+        rows: list[StoredMessage] = []
+        for messages in pulls:
+            rows.extend(messages)
+            if len(rows) >= batch_rows:
+                yield to_batch(rows, queue_range.broker)
+                rows = []
+        if rows:
+            yield to_batch(rows, queue_range.broker)
     finally:
+        pulls.cancel()
         loop.run_until_complete(client.close())
         loop.close()
+
+
+class _Pipeline:
+    """Pulls of one queue range, several in flight, their messages handed out in queue order.
+
+    Each pull asks for the ``pull_batch`` offsets after the one before it. The broker answers
+    a pull with fewer messages than asked when a byte limit cuts it short, or moves its next
+    offset past a gap (a truncated queue): then the pulls sent ahead start at the wrong place,
+    and are dropped and sent again from where the answer says to go on."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        api: BrokerApi,
+        queue_range: QueueRange,
+        queue: MessageQueue,
+        group: str,
+        pull_batch: int,
+        in_flight: int,
+    ) -> None:
+        self._loop = loop
+        self._api = api
+        self._range = queue_range
+        self._queue = queue
+        self._group = group
+        self._batch = pull_batch
+        self._depth = max(1, in_flight)
+        self._pending: deque[tuple[int, asyncio.Task[PullResult]]] = deque()
+        self._next = queue_range.start
+        """The offset the next pull sent asks from."""
+
+    def __iter__(self) -> Iterator[list[StoredMessage]]:
+        end = self._range.end
+        position = self._range.start
+        while position < end:
+            self._fill(end)
+            asked, pull = self._pending.popleft()
+            result = self._loop.run_until_complete(pull)
+            yield [m for m in result.messages if asked <= m.queue_offset < end]
+            if result.next_begin_offset <= asked:
+                return  # nothing more stored here (the queue was truncated or reset)
+            position = result.next_begin_offset
+            following = self._pending[0][0] if self._pending else self._next
+            if following != position:
+                self.cancel()  # sent ahead from the wrong place
+                self._next = position
+
+    def _fill(self, end: int) -> None:
+        while len(self._pending) < self._depth and self._next < end:
+            offset = self._next
+            wanted = min(self._batch, end - offset)
+            request = pull_once(
+                self._api, self._range.address, self._queue, offset, group=self._group,
+                max_nums=wanted,
+            )  # fmt: skip
+            pull = self._loop.create_task(request)
+            self._pending.append((offset, pull))
+            self._next = offset + wanted
+
+    def cancel(self) -> None:
+        """Drop the pulls in flight (their answers are not waited for)."""
+        for _offset, pull in self._pending:
+            pull.cancel()
+        if self._pending:
+            tasks = [pull for _offset, pull in self._pending]
+            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        self._pending.clear()

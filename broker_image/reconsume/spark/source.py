@@ -13,15 +13,17 @@ Options (names are case-insensitive):
     beyond the latest stops at the latest.
 ``group``
     the consumer group named in pulls (default ``reconsume-spark``; nothing is committed)
-``pullBatchSize``, ``timeoutSeconds``
-    messages per pull (default 32) and the timeout of each broker request (default 10)
+``pullBatchSize``, ``pullsInFlight``, ``timeoutSeconds``
+    messages per pull (default 32, the most a broker hands out in one), pulls a partition keeps
+    outstanding (default 4) and the timeout of each broker request (default 10)
 
 ``spark.readStream`` takes the same options but ``endingOffsets``, starts at ``latest`` by
 default, and takes ``maxMessagesPerTrigger`` (see reconsume.spark.stream).
 
 The end offsets are resolved once, on the driver, when the read is planned: a read has a
 defined scope however many messages arrive while it runs. Each non-empty queue range becomes
-one input partition, which pulls its range from the queue's broker.
+one input partition, which pulls its range from the queue's broker and yields it as Arrow
+record batches.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -41,7 +44,7 @@ from pyspark.sql.types import StructType
 
 from reconsume.spark.offsets import QueueRange
 from reconsume.spark.reading import QueueRangePartition, ReadOptions, plan_ranges, read_range
-from reconsume.spark.schema import SCHEMA, Row
+from reconsume.spark.schema import SCHEMA
 from reconsume.spark.stream import ReconsumeStreamReader
 from reconsume.spark.writer import ReconsumeStreamWriter, ReconsumeWriter, writer_of
 
@@ -56,7 +59,7 @@ class ReconsumeReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         return [QueueRangePartition(r) for r in self.ranges if len(r) > 0]
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition is None or partition.value is None:
             return iter(())  # what Spark reads when partitions() found nothing to read
         queue_range = QueueRange.from_dict(partition.value)
@@ -65,6 +68,7 @@ class ReconsumeReader(DataSourceReader):
             group=self.options.group,
             pull_batch=self.options.pull_batch,
             timeout_s=self.options.timeout_s,
+            in_flight=self.options.pulls_in_flight,
         )
 
 

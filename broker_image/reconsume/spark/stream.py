@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -40,7 +41,6 @@ from pyspark.sql.streaming.datasource import (
 from reconsume.errors import InvalidArgumentError
 from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, TopicOffsets
 from reconsume.spark.reading import QueueRangePartition, ReadOptions, plan_ranges, read_range
-from reconsume.spark.schema import Row
 
 
 def admit(backlogs: Mapping[QueueKey, int], limit: int) -> dict[QueueKey, int]:
@@ -172,7 +172,7 @@ class ReconsumeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return []
         return [QueueRangePartition(r) for r in plan_batch(begin, stop, self._available())]
 
-    def read(self, partition: InputPartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition is None or partition.value is None:
             return iter(())
         return read_range(
@@ -180,4 +180,5 @@ class ReconsumeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             group=self.options.group,
             pull_batch=self.options.pull_batch,
             timeout_s=self.options.timeout_s,
+            in_flight=self.options.pulls_in_flight,
         )
