@@ -125,6 +125,23 @@ DECISIONS: dict[int, tuple[Callable[[], RemotingCommand], list[tuple[str, int]]]
         ),
         [(g("cg"), SUB), ("orders", SUB)],
     ),
+    RequestCode.ACK_QUEUE_OFFSETS: (
+        lambda: command(
+            RequestCode.ACK_QUEUE_OFFSETS,
+            QueryConsumerOffsetRequestHeader(
+                consumer_group="cg", topic="orders", queue_id=0
+            ).to_ext_fields(),
+            b'{"ranges": [[0, 1]]}',
+        ),
+        [(g("cg"), SUB), ("orders", SUB)],
+    ),
+    RequestCode.QUERY_ACKED_OFFSETS: (
+        header_request(
+            RequestCode.QUERY_ACKED_OFFSETS,
+            QueryConsumerOffsetRequestHeader(consumer_group="cg", topic="orders", queue_id=0),
+        ),
+        [(g("cg"), SUB), ("orders", SUB)],
+    ),
     RequestCode.GET_MAX_OFFSET: (
         header_request(
             RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic="orders", queue_id=0)

@@ -219,6 +219,8 @@ _RULES: dict[int, Callable[[RemotingCommand], Needs]] = {
     RequestCode.QUERY_MESSAGE: _topic(QueryMessageRequestHeader),
     RequestCode.QUERY_CONSUMER_OFFSET: _group_and_topic(QueryConsumerOffsetRequestHeader),
     RequestCode.UPDATE_CONSUMER_OFFSET: _group_and_topic(UpdateConsumerOffsetRequestHeader),
+    RequestCode.ACK_QUEUE_OFFSETS: _group_and_topic(QueryConsumerOffsetRequestHeader),
+    RequestCode.QUERY_ACKED_OFFSETS: _group_and_topic(QueryConsumerOffsetRequestHeader),
     RequestCode.GET_MAX_OFFSET: _topic(GetMaxOffsetRequestHeader),
     RequestCode.GET_MIN_OFFSET: _topic(GetMinOffsetRequestHeader),
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _topic(SearchOffsetRequestHeader),

@@ -90,6 +90,7 @@ class AdminProcessor:
         store.delete_topic(header.topic)
         prefix = header.topic + "@"
         removed = store.consumer_offsets.remove_where(lambda key: key.startswith(prefix))
+        store.acked.remove_where(lambda key: key.startswith(prefix))
         log.info("topic %s deleted with the offsets of %d group(s)", header.topic, removed)
         return request.respond()
 
@@ -145,6 +146,7 @@ class AdminProcessor:
         if header.remove_offset:
             suffix = "@" + header.group_name
             store.consumer_offsets.remove_where(lambda key: key.endswith(suffix))
+            store.acked.remove_where(lambda key: key.endswith(suffix))
         return request.respond()
 
     def all_groups(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:

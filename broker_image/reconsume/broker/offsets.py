@@ -92,11 +92,10 @@ class OffsetProcessor:
         refusal = None if group is None else remoting_refusal(group, "offset commits")
         if refusal is not None:
             return request.respond(ResponseCode.NO_PERMISSION, refusal)
-        self.context.store.consumer_offsets.set(
-            consumer_offset_key(header.topic, header.consumer_group),
-            header.queue_id,
-            header.commit_offset,
-        )
+        key = consumer_offset_key(header.topic, header.consumer_group)
+        store = self.context.store
+        store.consumer_offsets.set(key, header.queue_id, header.commit_offset)
+        store.acked.trim(key, header.queue_id, header.commit_offset)
         return request.respond()
 
     def max_offset(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:

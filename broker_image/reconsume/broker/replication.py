@@ -13,8 +13,9 @@
   may take over hold the log (absent: none may), where the replica's consumers' reads stop.
   A request is not held when that changed since the last answer, and held ones are answered
   when the master's read limit moves: a replica learns of it at once.
-* ``REPLICA_METADATA``: topic and group configs, consumer and schedule offsets and the timer's
-  progress, in one JSON document; a replica asks when the version it was told changes.
+* ``REPLICA_METADATA``: topic and group configs, consumer and schedule offsets, the offsets
+  acknowledged past a committed one (:mod:`reconsume.store.acked`) and the timer's progress,
+  in one JSON document; a replica asks when the version it was told changes.
 
 Running on the broker's own port and framing means replication needs no second port, Service
 entry or NetworkPolicy rule, and whatever guards the remoting port guards it too.
@@ -72,14 +73,14 @@ def metadata_version(store: MessageStore) -> str:
     """Changes when anything :func:`metadata_snapshot` holds changes (compared for equality)."""
     return (
         f"{store.topics.version}.{store.groups.version}."
-        f"{store.consumer_offsets.changes}.{store.schedule_offsets.changes}"
+        f"{store.consumer_offsets.changes}.{store.schedule_offsets.changes}.{store.acked.version}"
     )
 
 
 def configs_version(version: str | None) -> str | None:
     """The part of a :func:`metadata_version` that topic and group configs change (a replica
     fetches those at once; offsets, which change all the time, at an interval)."""
-    return None if version is None else version.rsplit(".", 2)[0]
+    return None if version is None else version.rsplit(".", 3)[0]
 
 
 def metadata_snapshot(store: MessageStore) -> dict[str, Any]:
@@ -95,6 +96,7 @@ def metadata_snapshot(store: MessageStore) -> dict[str, Any]:
         "consumerOffsets": _offsets(store.consumer_offsets.snapshot()),
         "scheduleOffsets": _offsets(store.schedule_offsets.snapshot()),
         "timerProgress": timer_progress,
+        "ackedOffsets": store.acked.to_document(),
     }
 
 

@@ -9,8 +9,10 @@ offsets; the schedule series from the schedule service's counters and queue offs
   none). Retries still waiting for their delay are not in it (see ``schedule_pending``).
 * ``dead_letter_depth{group}``: dead letters no dead-letter job has handled yet, summed over
   the queues of ``%DLQ%<group>``: max offset - the committed offset of the jobs' group
-  ``%DLQ%<group>`` (min offset when it has none). Jobs commit only after an archive is
-  written or the messages are re-sent, so this is the backlog still to deal with.
+  ``%DLQ%<group>`` (min offset when it has none), less what a filtered job handled past the
+  first dead letter it kept (:mod:`reconsume.store.acked`). Jobs commit and acknowledge only
+  after an archive is written or the messages are re-sent, so this is the backlog still to
+  deal with.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from reconsume.message.names import (
     RETRY_GROUP_TOPIC_PREFIX,
     dead_letter_job_group,
 )
+from reconsume.message.offset_ranges import covered
 from reconsume.store import MessageStore
 from reconsume.store.tables import consumer_offset_key
 
@@ -89,10 +92,12 @@ def _depths(store: MessageStore) -> Iterable[Metric]:
             retry[group] = retry.get(group, 0) + max(0, queue.max_offset - start)
         elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             group = topic.removeprefix(DLQ_GROUP_TOPIC_PREFIX)
-            job_group = dead_letter_job_group(group)
-            handled = offsets.get(consumer_offset_key(topic, job_group), queue.queue_id)
+            key = consumer_offset_key(topic, dead_letter_job_group(group))
+            handled = offsets.get(key, queue.queue_id)
             start = queue.min_offset if handled is None else max(handled, queue.min_offset)
-            dead[group] = dead.get(group, 0) + max(0, queue.max_offset - start)
+            high = queue.max_offset
+            done = covered(store.acked.get(key, queue.queue_id), start, high)
+            dead[group] = dead.get(group, 0) + max(0, high - start - done)
     retry_depth = GaugeMetricFamily(
         PREFIX + "retry_depth",
         "Retries in %RETRY%<group> the group has not consumed (max - committed offset).",
@@ -103,7 +108,7 @@ def _depths(store: MessageStore) -> Iterable[Metric]:
     dead_depth = GaugeMetricFamily(
         PREFIX + "dead_letter_depth",
         "Dead letters in %DLQ%<group> no dead-letter job has handled (max offset - the "
-        "committed offset of group %DLQ%<group>).",
+        "committed offset of group %DLQ%<group> - what jobs acknowledged past it).",
         labels=["group"],
     )
     for group, depth in sorted(dead.items()):

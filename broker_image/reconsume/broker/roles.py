@@ -54,6 +54,7 @@ REPLICA_REFUSES = (
     RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
     RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    RequestCode.ACK_QUEUE_OFFSETS,
 )
 """Requests that change the log or the metadata a replica follows."""
 MASTER_SERVES = (

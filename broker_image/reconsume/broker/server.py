@@ -27,6 +27,7 @@ from prometheus_client.exposition import choose_encoder
 
 from reconsume.access.guard import AclGuard
 from reconsume.broker import health
+from reconsume.broker.acked_offsets import AckedOffsetsProcessor
 from reconsume.broker.acl_resources import BROKER_RULES
 from reconsume.broker.admin import AdminProcessor
 from reconsume.broker.admin_stats import AdminStatsProcessor
@@ -333,6 +334,7 @@ class Broker:
         send_back = SendBackProcessor(context)
         pull = PullProcessor(context)
         offsets = OffsetProcessor(context)
+        acked = AckedOffsetsProcessor(context)
         clients = ClientProcessor(context)
         admin = AdminProcessor(context)
         self._throughput = throughput = Throughput(context.stats, time.monotonic())
@@ -348,6 +350,8 @@ class Broker:
             RequestCode.PULL_MESSAGE: pull.pull,
             RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
             RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
+            RequestCode.ACK_QUEUE_OFFSETS: acked.ack,
+            RequestCode.QUERY_ACKED_OFFSETS: acked.query,
             RequestCode.GET_MAX_OFFSET: offsets.max_offset,
             RequestCode.GET_MIN_OFFSET: offsets.min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search_offset,

@@ -18,12 +18,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconsume.client.acked import Acked, query_acked
 from reconsume.client.broker_api import BrokerApi
 from reconsume.client.namesrv import RouteCache
 from reconsume.client.routes import MessageQueue, TopicRoute
 from reconsume.errors import InvalidArgumentError, RemotingError
 from reconsume.message.configs import PERM_READ_WRITE, SubscriptionGroupConfig, TopicConfig
-from reconsume.message.names import DEFAULT_TOPIC, validate_group, validate_topic
+from reconsume.message.names import (
+    DEFAULT_TOPIC,
+    is_dead_letter_topic,
+    validate_group,
+    validate_topic,
+)
 from reconsume.wire import fastjson
 from reconsume.wire.broker_headers import (
     CreateTopicRequestHeader,
@@ -353,12 +359,18 @@ class AdminClient:
     ) -> int:
         """Messages in queues ``0..queues-1`` of ``topic`` on one broker (an address): those
         stored (max - min offset), or with ``group`` those the group has not consumed yet (max
-        offset - its committed offset, the min offset when it has none or one below it)."""
+        offset - its committed offset, the min offset when it has none or one below it; of a
+        dead-letter topic, less what the group acknowledged past its committed offset)."""
         total = 0
         for queue_id in range(queues):
             queue = MessageQueue(topic, "", queue_id)
             high = await self._api.max_offset(broker, queue)
             low = await self._api.min_offset(broker, queue)
+            if group is not None and is_dead_letter_topic(topic):
+                acked = await query_acked(self._api, broker, group, queue)
+                if acked is not None:  # what jobs handled past a dead letter they kept
+                    total += Acked(max(low, acked.committed), acked.ranges).backlog(high)
+                    continue
             if group is not None:
                 low = max(low, await self._committed_offset(broker, group, queue))
             total += max(0, high - low)

@@ -37,6 +37,7 @@ from reconsume.message.codec import (
 from reconsume.message.names import validate_topic
 from reconsume.message.sysflag import HOST_V6_MASK
 from reconsume.store import reads
+from reconsume.store.acked import AckedTable
 from reconsume.store.atomic import lock_directory
 from reconsume.store.checkpoint import Checkpoint
 from reconsume.store.commitlog import CommitLog
@@ -116,6 +117,7 @@ class MessageStore:
         self.groups = group_table(config)
         self.consumer_offsets = OffsetTable(config / "consumerOffset.json")
         self.schedule_offsets = OffsetTable(config / "delayOffset.json")
+        self.acked = AckedTable(config / "ackedOffsets.json")
         checkpoint_path = self.root / "checkpoint"
         self.recovery = recover_store(
             self.commitlog,

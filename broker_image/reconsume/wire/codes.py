@@ -100,6 +100,8 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     # reconsume's own admin extensions live above RocketMQ's range.
     GET_GROUP_RETRY_STATS = 1100
+    ACK_QUEUE_OFFSETS = 1101
+    QUERY_ACKED_OFFSETS = 1102
     # Replication between the brokers of one broker name (no RocketMQ client sends these).
     REPLICA_HANDSHAKE = 1200
     REPLICATE_LOG = 1201
