@@ -13,6 +13,7 @@ refused (:mod:`reconsume.broker.consume_types`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 
 from reconsume.broker.consume_types import remoting_refusal
@@ -88,14 +89,22 @@ class PullProcessor:
         held: HeldPull,
         connection: Connection,
     ) -> RemotingCommand | None:
-        """Wait for a message (or the suspend timeout), then answer the pull again."""
+        """Wait for a message (or the suspend timeout), then answer the pull again. The
+        connection's end completes the pull's own future, so a message's arrival wakes this
+        task in the loop's next turn (``asyncio.wait`` over both took a turn more)."""
+        woken = held.woken
+
+        def closed(_: object) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        connection.closed.add_done_callback(closed)
         try:
-            await asyncio.wait(
-                (held.woken, connection.closed),
-                timeout=max(0, header.suspend_timeout_millis) / 1000,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0, header.suspend_timeout_millis) / 1000):
+                    await woken
         finally:
+            connection.closed.remove_done_callback(closed)
             self.context.waiters.release(held)
         if not connection.is_open:
             return None
