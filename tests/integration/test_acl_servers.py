@@ -25,7 +25,7 @@ from reconsume.message.model import Message
 from reconsume.message.names import dead_letter_job_group, dead_letter_topic
 from reconsume.namesrv.access import NAMESRV_ADMIN_CODES, NAMESRV_OPEN_CODES
 from reconsume.spark import ledger
-from reconsume.spark.jobs.scope import ledger_entries, mark_handled, plan
+from reconsume.spark.jobs.scope import acknowledge, ledger_entries, mark_handled, plan
 from reconsume.spark.offsets import QueueKey
 from reconsume.wire.broker_headers import (
     QueryConsumerOffsetRequestHeader,
@@ -627,6 +627,10 @@ def test_a_dead_letter_job_runs_with_an_account_limited_to_its_group(servers: Se
             entry = ledger.Entry("cg-job", ledger.STARTED, QueueKey("broker-a", 0), 0, 0)
             await ledger.append(producer, address, "broker-a", entry)
             assert await ledger_entries(job, scope) == [entry]
+            # A filtered run's acknowledgement is the group's to make, as its offsets are.
+            await acknowledge(job, scope, {scope.queues[0].key: [(1, 2)]})
+            held = await plan(job, "cg", max_messages=None, prepare_ledger=True)
+            assert (held.size, held.queues[0].acked) == (2, ((1, 2),))
             await mark_handled(job, scope)
             for queue in scope.queues:
                 mq = MessageQueue(topic, queue.key.broker, queue.key.queue_id)

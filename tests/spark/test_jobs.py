@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,60 @@ def test_drain_archives_ten_thousand_dead_letters_to_parquet(
     assert spark.read.parquet(str(archive)).count() == count
 
 
+def test_a_filtered_drain_leaves_the_rest_in_place_and_never_raises_the_depth(
+    spark: Any, spark_cluster: Cluster, capsys: Any, tmp_path: Path
+) -> None:
+    topic, group, count = "jobs-drain-some", "jobs-drain-some-consumer", 300
+    asyncio.run(fail_into_the_dlq(spark_cluster, topic, group, orders(topic, count),
+                                  queues=2))  # fmt: skip
+    archive = tmp_path / "archive"
+    stored = spark.read.format("reconsume").option("nameServer", spark_cluster.namesrv.address)
+    before = {r.msgId: r.tags for r in stored.option("deadLetterGroup", group).load().collect()}
+    paid = sum(1 for tags in before.values() if tags == "paid")
+    depths: list[int] = []
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while True:
+            depths.append(dead_letter_backlog(spark_cluster, group))
+            if sampling.wait(0.05):
+                return
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        code, result = run_job(spark, spark_cluster, capsys, "drain", "--group", group,
+                               "--filter", "tags = 'paid'", "--path", str(archive))  # fmt: skip
+    finally:
+        sampling.set()
+        sampler.join()
+
+    assert code == 0, result
+    assert result["counts"] == {"read": count, "matched": paid, "archived": paid, "resent": 0,
+                                "purged": 0, "kept": count - paid, "skipped": 0}  # fmt: skip
+    assert len(depths) > 1
+    assert max(depths) == count  # never above where it started
+    assert depths == sorted(depths, reverse=True)
+    assert dead_letter_backlog(spark_cluster, group) == count - paid
+    assert spark.read.parquet(str(archive)).count() == paid
+    # Nothing was sent back: the DLQ holds the same messages, with the same ids.
+    after = {r.msgId: r.tags for r in stored.option("deadLetterGroup", group).load().collect()}
+    assert after == before
+
+    # The next run reads the kept ones only; another filter drains them, and then nothing is left.
+    code, again = run_job(spark, spark_cluster, capsys, "drain", "--group", group,
+                          "--filter", "tags = 'paid'", "--path", str(archive))  # fmt: skip
+    assert code == 0, again
+    assert (again["counts"]["read"], again["counts"]["matched"]) == (count - paid, 0)
+    code, rest = run_job(spark, spark_cluster, capsys, "drain", "--group", group,
+                         "--filter", "tags = 'unpaid'", "--path", str(archive))  # fmt: skip
+    assert code == 0, rest
+    assert (rest["counts"]["read"], rest["counts"]["archived"]) == (count - paid, count - paid)
+    assert dead_letter_backlog(spark_cluster, group) == 0
+    rows = spark.read.parquet(str(archive)).select("msgId").collect()
+    assert sorted(r.msgId for r in rows) == sorted(before)
+
+
 def consume_all(cluster: Cluster, topic: str, group: str, count: int) -> list[StoredMessage]:
     """What a new consumer group of ``topic`` receives, once it has ``count`` messages."""
     received: list[StoredMessage] = []
@@ -126,6 +181,9 @@ def test_reprocess_resends_exactly_the_filtered_subset_and_keeps_the_rest(
     assert (dry["counts"]["read"], dry["counts"]["matched"], dry["counts"]["resent"]) == (
         count, len(wanted), 0)  # fmt: skip
     assert dead_letter_backlog(spark_cluster, group) == count
+    before = [r.msgId for r in spark.read.format("reconsume")
+              .option("nameServer", spark_cluster.namesrv.address)
+              .option("deadLetterGroup", group).load().select("msgId").collect()]  # fmt: skip
 
     code, result = run_job(spark, spark_cluster, capsys, "reprocess", "--group", group,
                            "--filter", filter_, "--rate-per-second", "200")  # fmt: skip
@@ -146,14 +204,21 @@ def test_reprocess_resends_exactly_the_filtered_subset_and_keeps_the_rest(
         assert message.uniq_key not in wanted
         assert props.DLQ_ORIGIN_TOPIC not in message.properties
         assert message.body.startswith(b"order-")
-    # The unmatched stay dead letters, with their reconsume times, in the backlog.
+    # The unmatched stay where they were, the same messages with the same ids (nothing was
+    # sent back to the DLQ), with their reconsume times, in the backlog.
     assert dead_letter_backlog(spark_cluster, group) == count - len(wanted)
-    kept = spark.read.format("reconsume").option("nameServer", spark_cluster.namesrv.address)
-    kept_rows = kept.option("deadLetterGroup", group).option(
-        "startingOffsets", json.dumps(result["offsets"]["end"])).load().collect()  # fmt: skip
+    stored = spark.read.format("reconsume").option("nameServer", spark_cluster.namesrv.address)
+    rows = stored.option("deadLetterGroup", group).load().collect()
+    assert sorted(r.msgId for r in rows) == sorted(before)
+    kept_rows = [r for r in rows if r.originMsgId not in wanted]
     assert len(kept_rows) == count - len(wanted)
     assert all(r.tags == "unpaid" and r.reconsumeTimes == 1 for r in kept_rows)
     assert {r.originMsgId for r in kept_rows} == {s.msg_id for s in sent} - wanted
+    # The next run reads exactly those, and the same filter matches none of them.
+    code, again = run_job(spark, spark_cluster, capsys, "reprocess", "--group", group,
+                          "--filter", filter_, "--dry-run")  # fmt: skip
+    assert code == 0, again
+    assert (again["counts"]["read"], again["counts"]["matched"]) == (count - len(wanted), 0)
 
     # Purge the rest: counted, discarded, the backlog empty.
     code, purged = run_job(spark, spark_cluster, capsys, "purge", "--group", group)

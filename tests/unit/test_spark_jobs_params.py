@@ -40,6 +40,8 @@ from reconsume.spark.offsets import QueueKey
 from reconsume.spark.schema import SCHEMA
 from reconsume.spark.sender import Counts, to_message
 from reconsume.spark.writer import check_schema, parse_send_options, tracked_columns
+from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.command import RemotingCommand
 
 BASE = ["--name-server", "ns-0:9876", "--group", "orders-consumer"]
 
@@ -308,9 +310,14 @@ class PlanBrokers:
     each (offsets 0..10, 4 handled), the ledger topic on those of ``with_ledger``; records
     the requests that name a broker."""
 
-    def __init__(self, with_ledger: set[str]) -> None:
+    def __init__(
+        self, with_ledger: set[str], acked: dict[str, list[tuple[int, int]]] | None = None
+    ) -> None:
         self.addresses = {"broker-a": ADDRESS_A, "broker-b": ADDRESS_B}
         self.with_ledger = with_ledger
+        self.acked = acked
+        """Per address, what filtered runs acknowledged past offset 4 (None: brokers that do
+        not know QUERY_ACKED_OFFSETS)."""
         self.requests: list[tuple[str, str]] = []
         """(request code name, broker address) in order."""
         self.created: list[TopicConfig] = []
@@ -329,6 +336,19 @@ class PlanBrokers:
         self.requests.append(("GET_MAX_OFFSET", address))
         return 10
 
+    async def call(
+        self, address: str, code: int, fields: dict[str, str] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        assert code == RequestCode.QUERY_ACKED_OFFSETS
+        assert fields is not None
+        assert fields["consumerGroup"] == "%DLQ%orders-consumer"
+        self.requests.append(("QUERY_ACKED_OFFSETS", address))
+        request = RemotingCommand.request(code, fields)
+        if self.acked is None:
+            return request.respond(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "no such request")
+        answer = {"committedOffset": 4, "acked": self.acked.get(address, [])}
+        return request.respond(body=json.dumps(answer).encode())
+
     async def committed_offset_at(self, address: str, group: str, queue: MessageQueue) -> int:
         assert group == "%DLQ%orders-consumer"
         self.requests.append(("QUERY_CONSUMER_OFFSET", address))
@@ -344,11 +364,12 @@ class PlanBrokers:
         self.created.append(config)
         return brokers
 
-    def plan(self, *, prepare_ledger: bool) -> Scope:
+    def plan(self, *, prepare_ledger: bool, max_messages: int | None = None) -> Scope:
         admin = cast(AdminClient, self)
         return asyncio.run(
-            plan(admin, "orders-consumer", max_messages=None, prepare_ledger=prepare_ledger)
-        )
+            plan(admin, "orders-consumer", max_messages=max_messages,
+                 prepare_ledger=prepare_ledger)
+        )  # fmt: skip
 
 
 def created_on(brokers: PlanBrokers) -> list[str]:
@@ -365,6 +386,26 @@ def test_a_plan_creates_no_ledger_where_the_brokers_have_it() -> None:
     assert ("GET_ALL_TOPIC_CONFIG", ADDRESS_B) in brokers.requests
     assert ranges(scope) == {A0: (4, 10), B0: (4, 10)}
     assert scope.ledger_start == (("broker-a", ADDRESS_A, -1), ("broker-b", ADDRESS_B, -1))
+
+
+def test_a_plan_leaves_out_what_filtered_runs_acknowledged() -> None:
+    acked = {ADDRESS_A: [(6, 8)], ADDRESS_B: [(5, 10)]}
+    scope = PlanBrokers(with_ledger={ADDRESS_A, ADDRESS_B}, acked=acked).plan(prepare_ledger=True)
+    assert ranges(scope) == {A0: (4, 10), B0: (4, 10)}
+    assert [q.acked for q in scope.queues] == [((6, 8),), ((5, 10),)]
+    assert [len(q) for q in scope.queues] == [4, 1]
+    assert scope.size == 5
+    assert json.loads(scope.skip_json()) == {"broker-a:0": [[6, 8]], "broker-b:0": [[5, 10]]}
+    # A budget counts what is still to read: broker-a's 4, 5, 8 and 9 (6 and 7 acknowledged).
+    budget = PlanBrokers(with_ledger={ADDRESS_A, ADDRESS_B}, acked=acked).plan(
+        prepare_ledger=True, max_messages=4
+    )
+    assert ranges(budget) == {A0: (4, 10), B0: (4, 4)}
+    assert budget.size == 4
+    # Brokers that keep no acknowledged offsets: the committed offset alone.
+    old = PlanBrokers(with_ledger={ADDRESS_A, ADDRESS_B}).plan(prepare_ledger=True)
+    assert ranges(old) == {A0: (4, 10), B0: (4, 10)}
+    assert old.skip_json() == "{}"
 
 
 def test_a_plan_creates_the_ledger_only_where_it_is_missing() -> None:

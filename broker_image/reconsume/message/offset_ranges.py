@@ -3,6 +3,7 @@ offset (kept by the broker in :mod:`reconsume.store.acked`, read by clients and 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 
 from reconsume.errors import InvalidArgumentError
@@ -47,5 +48,10 @@ def covered(ranges: Sequence[Range], low: int, high: int) -> int:
 
 
 def is_acked(ranges: Sequence[Range], offset: int) -> bool:
-    """Whether ``offset`` is in one of the (sorted) ranges."""
-    return any(start <= offset < end for start, end in ranges)
+    """Whether ``offset`` is in one of the ranges (sorted and disjoint, as :func:`merge`
+    leaves them)."""
+    at = bisect.bisect_right(ranges, (offset, _AFTER_ANY_END)) - 1
+    return at >= 0 and ranges[at][0] <= offset < ranges[at][1]
+
+
+_AFTER_ANY_END = 1 << 63

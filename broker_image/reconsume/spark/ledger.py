@@ -7,7 +7,7 @@ are JSON message bodies:
 
 ``started``
     written when a run starts: its scope. A re-run after a failure finishes that scope (it
-    does not reach further, e.g. to dead letters the failed attempt kept by sending them back).
+    does not reach further, e.g. to dead letters stored since).
 ``sending``
     written before a batch of re-sends: the dead-letter offsets the batch covers and, per
     target queue, an offset no later than where the batch's messages can land. A re-run that
@@ -22,8 +22,9 @@ are JSON message bodies:
     moves the offsets the crashed attempt did not.
 
 What a job has finished is marked by the committed offsets of the group
-``%DLQ%<group>`` (see ``dead_letter_job_group``): on the dead-letter queues (what is handled)
-and on the ledger queues (entries before it belong to finished runs and are not read again).
+``%DLQ%<group>`` (see ``dead_letter_job_group``): on the dead-letter queues (what is handled,
+with the offsets a filtered run acknowledged past it) and on the ledger queues (entries before
+it belong to finished runs and are not read again).
 """
 
 from __future__ import annotations

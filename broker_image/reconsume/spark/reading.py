@@ -10,10 +10,11 @@ the driver, and :func:`read_range` pulls one range in an executor.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ from reconsume.client.routes import MessageQueue
 from reconsume.errors import InvalidArgumentError
 from reconsume.message.model import StoredMessage
 from reconsume.message.names import dead_letter_topic, validate_group, validate_topic
+from reconsume.message.offset_ranges import Range, is_acked, merge
 from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, TopicOffsets
 from reconsume.spark.schema import to_batch
 from reconsume.wire.transport import RemotingClient
@@ -56,6 +58,8 @@ class ReadOptions:
     max_per_trigger: int | None = None
     """A stream's maxMessagesPerTrigger (None: no limit)."""
     pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT
+    skip: Mapping[QueueKey, tuple[Range, ...]] = field(default_factory=dict)
+    """Offsets not to read, per queue (option skipOffsets)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -91,7 +95,25 @@ class ReadOptions:
             positive_option(lowered, "timeoutseconds", DEFAULT_TIMEOUT_S, float),
             positive_option(lowered, "maxmessagespertrigger", 0, int) or None,
             positive_option(lowered, "pullsinflight", DEFAULT_PULLS_IN_FLIGHT, int),
+            parse_skip(lowered.get("skipoffsets")),
         )
+
+
+def parse_skip(text: str | None) -> dict[QueueKey, tuple[Range, ...]]:
+    """Option skipOffsets: ``{"<brokerName>:<queueId>": [[start, end], ...]}``, queue offsets
+    not to read (end excluded): what a dead-letter job acknowledged past its committed offset."""
+    if not text:
+        return {}
+    try:
+        document = json.loads(text)
+        return {
+            QueueKey.parse(str(key)): tuple(merge((), ((int(s), int(e)) for s, e in ranges)))
+            for key, ranges in document.items()
+        }
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise InvalidArgumentError(
+            f'option skipOffsets is not {{"<broker>:<queueId>": [[start, end], ...]}}: {exc}'
+        ) from exc
 
 
 _Number = TypeVar("_Number", int, float)
@@ -193,9 +215,11 @@ def read_range(
     timeout_s: float,
     in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    skip: Sequence[Range] = (),
 ) -> Iterator[pa.RecordBatch]:
-    """The messages in ``queue_range``, pulled in order from its broker with up to
-    ``in_flight`` pulls outstanding, as Arrow record batches of about ``batch_rows`` rows."""
+    """The messages in ``queue_range`` but those at the offsets ``skip`` holds (sorted
+    disjoint ranges), pulled in order from its broker with up to ``in_flight`` pulls
+    outstanding, as Arrow record batches of about ``batch_rows`` rows."""
     loop = asyncio.new_event_loop()
     client = RemotingClient()
     api = BrokerApi(client, timeout_s)
@@ -204,6 +228,8 @@ def read_range(
     try:
         rows: list[StoredMessage] = []
         for messages in pulls:
+            if skip:
+                messages = [m for m in messages if not is_acked(skip, m.queue_offset)]
             rows.extend(messages)
             if len(rows) >= batch_rows:
                 yield to_batch(rows, queue_range.broker)

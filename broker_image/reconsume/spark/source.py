@@ -13,6 +13,9 @@ Options (names are case-insensitive):
     beyond the latest stops at the latest.
 ``group``
     the consumer group named in pulls (default ``reconsume-spark``; nothing is committed)
+``skipOffsets``
+    ``{"<brokerName>:<queueId>": [[start, end], ...]}``: queue offsets left out (end excluded),
+    e.g. what dead-letter jobs acknowledged past their committed offset
 ``pullBatchSize``, ``pullsInFlight``, ``timeoutSeconds``
     messages per pull (default 32, the most a broker hands out in one), pulls a partition keeps
     outstanding (default 4) and the timeout of each broker request (default 10)
@@ -69,6 +72,7 @@ class ReconsumeReader(DataSourceReader):
             pull_batch=self.options.pull_batch,
             timeout_s=self.options.timeout_s,
             in_flight=self.options.pulls_in_flight,
+            skip=self.options.skip.get(queue_range.key, ()),
         )
 
 

@@ -1,5 +1,5 @@
-"""The Spark side of a dead-letter job: the frame of a run's dead letters, the filter, and
-what is archived, re-sent or kept."""
+"""The Spark side of a dead-letter job: the frame of a run's dead letters, the filter, what
+is archived or re-sent, and the ranges of what a filtered run handled."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
 from reconsume.errors import InvalidArgumentError
 from reconsume.message import properties as props
+from reconsume.message.offset_ranges import Range, merge
 from reconsume.spark.jobs.params import JobParams
 from reconsume.spark.jobs.scope import Scope
 from reconsume.spark.ledger import Resume
@@ -59,6 +60,7 @@ def dead_letters(spark: SparkSession, params: JobParams, scope: Scope) -> DataFr
         .option("group", params.group)
         .option("startingOffsets", scope.starting().to_json())
         .option("endingOffsets", scope.ending().to_json())
+        .option("skipOffsets", scope.skip_json())
         .option("timeoutSeconds", str(params.timeout_s))
         .load()
     )
@@ -132,14 +134,17 @@ def archive_rows(frame: DataFrame, run: str) -> DataFrame:
     )
 
 
-def sends(frame: DataFrame, params: JobParams, *, resend_matched: bool) -> DataFrame:
-    """The rows to send: matched dead letters re-sent (``resend_matched``) to the target or
-    their origin topic with the retry state reset, the others back to the dead-letter topic
-    unchanged (kept). Matched rows not re-sent are dropped."""
-    dead_letter_topic = F.col("topic")
+def resent(params: JobParams) -> Column:
+    """The dead letters a Reprocess sends: matched, with a target (the job's, or their origin
+    topic). The others stay where they are."""
     target = F.lit(params.target_topic) if params.target_topic else F.col("originTopic")
-    resend = F.col(MATCHED) & target.isNotNull() if resend_matched else F.lit(False)
-    keep = ~F.col(MATCHED) | (F.lit(resend_matched) & target.isNull())
+    return F.col(MATCHED) & target.isNotNull()
+
+
+def sends(frame: DataFrame, params: JobParams) -> DataFrame:
+    """The messages a Reprocess sends: the ``resent`` dead letters, to the target or their
+    origin topic, with the retry state reset."""
+    target = F.lit(params.target_topic) if params.target_topic else F.col("originTopic")
     reset = F.map_concat(
         F.map_filter("properties", lambda k, _: ~k.isin(*RESET)),
         F.create_map(
@@ -149,20 +154,36 @@ def sends(frame: DataFrame, params: JobParams, *, resend_matched: bool) -> DataF
             F.lit(params.job),
         ),
     )
-    kept_properties = F.map_concat(
-        F.map_filter("properties", lambda k, _: k != props.RECONSUME_TIME),
-        F.create_map(F.lit(props.RECONSUME_TIME), F.col("reconsumeTimes").cast("string")),
-    )
-    return frame.where(resend | keep).select(
-        F.when(resend, target).otherwise(dead_letter_topic).alias("topic"),
+    return frame.where(resent(params)).select(
+        target.alias("topic"),
         F.col("body"),
-        F.when(resend, reset).otherwise(kept_properties).alias("properties"),
+        reset.alias("properties"),
         F.col("tags"),
         F.col("keys"),
         F.col("broker").alias("sourceBroker"),
         F.col("queueId").alias("sourceQueueId"),
         F.col("queueOffset").alias("sourceQueueOffset"),
     )
+
+
+def handled_ranges(frame: DataFrame, condition: Column) -> dict[QueueKey, list[Range]]:
+    """Per queue, the runs of consecutive offsets of the rows ``condition`` holds for, as
+    ranges: what a filtered run acknowledges. One pass over ``frame`` (the rows' offsets
+    minus their rank within the queue is constant along a run)."""
+    queue = Window.partitionBy("broker", "queueId").orderBy("queueOffset")
+    rows = (
+        frame.where(condition)
+        .select("broker", "queueId", "queueOffset")
+        .withColumn("_run", F.col("queueOffset") - F.row_number().over(queue))
+        .groupBy("broker", "queueId", "_run")
+        .agg(F.min("queueOffset").alias("first"), F.max("queueOffset").alias("last"))
+        .collect()
+    )
+    ranges: dict[QueueKey, list[Range]] = {}
+    for row in rows:
+        key = QueueKey(str(row["broker"]), int(row["queueId"]))
+        ranges.setdefault(key, []).append((int(row["first"]), int(row["last"]) + 1))
+    return {key: merge((), found) for key, found in ranges.items()}
 
 
 def write_sends(

@@ -3,15 +3,20 @@
 The run's scope is fixed first (see scope.py); then, for
 
 Drain
-    the dead letters that are kept (filter not matched) are sent back to the DLQ, the matched
-    ones are written to the archive (partitioned by dead-letter date, each row naming its run),
-    an ``archived`` ledger entry records the committed archive, and only then do the offsets
-    move. A re-run after a crash finishes a committed archive instead of writing it again.
+    the matched dead letters are written to the archive (partitioned by dead-letter date, each
+    row naming its run), an ``archived`` ledger entry records the committed archive, and only
+    then are they marked handled. A re-run after a crash finishes a committed archive instead
+    of writing it again.
 Reprocess
-    matched dead letters are sent to the target (or origin) topic with their retry state reset,
-    the others kept; the ledger makes a re-run send nothing twice; then the offsets move.
+    matched dead letters are sent to the target (or origin) topic with their retry state reset;
+    the ledger makes a re-run send nothing twice; then they are marked handled.
 Purge
-    the kept ones are sent back, then the offsets move past the scope: the rest is discarded.
+    the matched dead letters are marked handled without being read further: discarded.
+
+Marking handled: without a filter the jobs' committed offsets move to the scope's end; with
+one, the handled dead letters' offsets are acknowledged past it (``scope.acknowledge``) and
+the others — kept — stay where they are, with their ids, counted in the dead-letter depth and
+read again by the next run. Nothing is sent back, so a filtered run never raises the depth.
 
 Runs under spark-submit too: ``spark-submit .../reconsume/spark/jobs/main.py drain ...``.
 """
@@ -37,18 +42,20 @@ from reconsume.errors import (
     RemotingConnectError,
     RemotingTimeoutError,
 )
+from reconsume.message.offset_ranges import Range
 from reconsume.spark import ledger
 from reconsume.spark.jobs import frames
 from reconsume.spark.jobs.params import Action, JobParams, parse
 from reconsume.spark.jobs.result import Result, now, publish
 from reconsume.spark.jobs.scope import (
-    QueueScope,
     Scope,
     UnknownGroupError,
+    acknowledge,
     ledger_entries,
     mark_handled,
     plan,
 )
+from reconsume.spark.offsets import QueueKey
 from reconsume.spark.source import ReconsumeDataSource
 
 SETTLE_S = 15.0
@@ -151,6 +158,10 @@ class Run:
         async with self.admin() as admin:
             await mark_handled(admin, scope)
 
+    async def _acknowledge(self, scope: Scope, handled: dict[QueueKey, list[Range]]) -> None:
+        async with self.admin() as admin:
+            await acknowledge(admin, scope, handled)
+
     async def _append(self, scope: Scope, entry: ledger.Entry) -> None:
         from reconsume.client.producer import Producer
 
@@ -186,21 +197,39 @@ class Run:
             return planned, scope
         resume = ledger.resume_points(entries, self.params.job, scope.committed())
         if self.params.action is Action.DRAIN:
-            self._drain(frame, scope, resume)
+            handled = self._drain(frame, scope, resume)
+        elif self.params.action is Action.REPROCESS:
+            handled = self._reprocess(frame, scope, resume)
         else:
-            reprocess = self.params.action is Action.REPROCESS
-            counted, observation = frames.observed(frame, "dead-letters")
-            sent = self._send(frames.sends(counted, self.params, resend_matched=reprocess),
-                              scope, resume)  # fmt: skip
-            self.counts["read"], self.counts["matched"] = frames.counts_of(observation)
-            kept = sent.sent.get(scope.topic, 0)
-            self.counts["kept"] = kept
-            if reprocess:
-                self.counts["resent"] = sum(sent.sent.values()) - kept
-            else:
-                self.counts["purged"] = self.counts["matched"]
-        asyncio.run(self._handled(scope))
+            handled = self._purge(frame)
+        if handled is None:
+            asyncio.run(self._handled(scope))
+        else:
+            asyncio.run(self._acknowledge(scope, handled))
         return planned, scope
+
+    def _reprocess(
+        self, frame: Any, scope: Scope, resume: dict[Any, ledger.Resume]
+    ) -> dict[QueueKey, list[Range]] | None:
+        """Send the matched dead letters; the others stay where they are. Returns the ranges
+        to acknowledge (None: every dead letter of the scope was sent)."""
+        counted, observation = frames.observed(frame, "dead-letters")
+        sent = self._send(frames.sends(counted, self.params), scope, resume)
+        read, matched = frames.counts_of(observation)
+        resent = sum(sent.sent.values())
+        self.counts.update(read=read, matched=matched, resent=resent)
+        self.counts["kept"] = read - resent - sent.skipped
+        if self.counts["kept"] == 0:
+            return None
+        return frames.handled_ranges(frame, frames.resent(self.params))
+
+    def _purge(self, frame: Any) -> dict[QueueKey, list[Range]]:
+        """A filtered purge: the matched dead letters are acknowledged, nothing is sent."""
+        counted, observation = frames.observed(frame, "dead-letters")
+        handled = frames.handled_ranges(counted, F.col(frames.MATCHED))
+        read, matched = frames.counts_of(observation)
+        self.counts.update(read=read, matched=matched, purged=matched, kept=read - matched)
+        return handled
 
     def _send(self, frame: Any, scope: Scope, resume: dict[Any, ledger.Resume]) -> Any:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -211,18 +240,19 @@ class Run:
         return sent
 
     # ------------------------------------------------------------------ drain
-    def _drain(self, frame: Any, scope: Scope, resume: dict[Any, ledger.Resume]) -> None:
+    def _drain(
+        self, frame: Any, scope: Scope, resume: dict[Any, ledger.Resume]
+    ) -> dict[QueueKey, list[Range]] | None:
+        """Archive the matched dead letters; the others stay where they are. Returns the
+        ranges to acknowledge (None: no filter, the whole scope is handled)."""
         path = self.params.sink_path
         assert path is not None
         self._check_sink(path)
-        if self.params.filter is not None:
-            kept = self._send(frames.sends(frame, self.params, resend_matched=False), scope,
-                              resume)  # fmt: skip
-            self.counts["kept"] = sum(kept.sent.values())
         run = uuid.uuid4().hex
+        filtered = self.params.filter is not None
         ranges = [(q.key, q.start, q.end) for q in scope.queues]
         first = scope.queues[0].key
-        data = ledger.scope_data(ranges, 0, path) | {"run": run}
+        data = ledger.scope_data(ranges, 0, path) | {"run": run, "filtered": filtered}
         asyncio.run(self._append(scope, ledger.Entry(self.params.job, ledger.ARCHIVING, first,
                                                      0, 0, data=data)))  # fmt: skip
         counted, observation = frames.observed(frame, "dead-letters")
@@ -233,11 +263,12 @@ class Run:
             .format(self.params.sink_format)
             .save(path)
         )
-        self.counts["read"], self.counts["matched"] = frames.counts_of(observation)
-        self.counts["archived"] = self.counts["matched"]
-        done = ledger.scope_data(ranges, self.counts["archived"], path) | {"run": run}
+        read, matched = frames.counts_of(observation)
+        self.counts.update(read=read, matched=matched, archived=matched, kept=read - matched)
+        done = ledger.scope_data(ranges, matched, path) | {"run": run, "filtered": filtered}
         asyncio.run(self._append(scope, ledger.Entry(self.params.job, ledger.ARCHIVED, first,
                                                      0, 0, data=done)))  # fmt: skip
+        return self._archived_ranges(path, run) if filtered else None
 
     def _resume_scope(self, scope: Scope, entries: list[ledger.Entry]) -> Scope:
         """A failed attempt's scope, when one is unfinished: the re-run ends where it did."""
@@ -258,17 +289,23 @@ class Run:
         if all(ends.get(q.key, 0) <= q.start for q in scope.queues):
             return scope  # a finished run's
         count = int(last.data.get("count", 0))
+        path, run = str(last.data["path"]), str(last.data["run"])
         if last.kind == ledger.ARCHIVING:
-            count = self._archived_rows(str(last.data["path"]), str(last.data["run"]))
+            count = self._archived_rows(path, run)
             if count == 0:
                 return scope  # the write never committed: this run writes it
-        done = Scope(scope.group, tuple(
-            QueueScope(q.key, q.address, q.start, max(q.start, min(ends.get(q.key, q.start),
-                                                                  q.end)))
-            for q in scope.queues), scope.ledger_start)  # fmt: skip
-        asyncio.run(self._handled(done))
+        done = scope.limited(ends)
+        if last.data.get("filtered"):  # what it archived is acknowledged, the rest stays
+            asyncio.run(self._acknowledge(done, self._archived_ranges(path, run)))
+        else:
+            asyncio.run(self._handled(done))
         self.counts["skipped"] += count
         return scope.advanced(ends)
+
+    def _archived_ranges(self, path: str, run: str) -> dict[QueueKey, list[Range]]:
+        """The queue offsets of the dead letters run ``run`` archived, as ranges."""
+        archive = self.spark.read.format(self.params.sink_format).load(path)
+        return frames.handled_ranges(archive, F.col(frames.ARCHIVE_RUN) == run)
 
     def _archived_rows(self, path: str, run: str) -> int:
         try:
