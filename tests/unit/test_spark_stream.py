@@ -141,3 +141,13 @@ def test_stream_options_start_at_latest_and_refuse_ending_offsets() -> None:
         ReadOptions.parse({**base, "maxMessagesPerTrigger": "5"})
     with pytest.raises(InvalidArgumentError, match="must be positive"):
         ReadOptions.parse({**base, "maxMessagesPerTrigger": "0"}, streaming=True)
+
+
+def test_skip_offsets_are_sorted_and_merged_per_queue_and_bad_ones_refused() -> None:
+    base = {"nameServer": "ns:9876", "topic": "t"}
+    assert ReadOptions.parse(base).skip == {}
+    skipping = ReadOptions.parse({**base, "skipOffsets": '{"b:0": [[5, 7], [1, 2], [2, 3]]}'})
+    assert skipping.skip == {QueueKey("b", 0): ((1, 3), (5, 7))}
+    for bad in ('{"b:0": [[1]]}', "[1, 2]", '{"b": [[1, 2]]}', "not json"):
+        with pytest.raises(InvalidArgumentError, match=r"skipOffsets|queue 'b'"):
+            ReadOptions.parse({**base, "skipOffsets": bad})
