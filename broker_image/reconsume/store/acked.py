@@ -29,9 +29,10 @@ from reconsume.errors import InvalidArgumentError, TableError
 from reconsume.message.offset_ranges import Range, merge, settle
 from reconsume.store.atomic import read_json, write_json
 
-MAX_RANGES = 1_000_000
+MAX_RANGES = 500_000
 """Ranges one queue may hold: a job that handles every other message of a long queue is
-refused past it rather than growing the table without bound."""
+refused past it rather than growing the table without bound (and the answers that list them
+stay within a remoting frame's 16 MiB)."""
 
 
 class AckedTable:
