@@ -140,6 +140,19 @@ def test_a_filtered_drain_leaves_the_rest_in_place_and_never_raises_the_depth(
     assert sorted(r.msgId for r in rows) == sorted(before)
 
 
+def test_a_filtered_drain_that_matches_nothing_archives_and_acknowledges_nothing(
+    spark: Any, spark_cluster: Cluster, capsys: Any, tmp_path: Path
+) -> None:
+    topic, group, count = "jobs-drain-none", "jobs-drain-none-consumer", 30
+    asyncio.run(fail_into_the_dlq(spark_cluster, topic, group, orders(topic, count)))
+    archive = str(tmp_path / "archive")
+    code, result = run_job(spark, spark_cluster, capsys, "drain", "--group", group,
+                           "--filter", "tags = 'nobody'", "--path", archive)  # fmt: skip
+    assert code == 0, result
+    assert (result["counts"]["read"], result["counts"]["kept"]) == (count, count)
+    assert dead_letter_backlog(spark_cluster, group) == count
+
+
 def consume_all(cluster: Cluster, topic: str, group: str, count: int) -> list[StoredMessage]:
     """What a new consumer group of ``topic`` receives, once it has ``count`` messages."""
     received: list[StoredMessage] = []

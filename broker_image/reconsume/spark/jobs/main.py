@@ -268,7 +268,9 @@ class Run:
         done = ledger.scope_data(ranges, matched, path) | {"run": run, "filtered": filtered}
         asyncio.run(self._append(scope, ledger.Entry(self.params.job, ledger.ARCHIVED, first,
                                                      0, 0, data=done)))  # fmt: skip
-        return self._archived_ranges(path, run) if filtered else None
+        if not filtered:
+            return None
+        return self._archived_ranges(path, run) if matched else {}
 
     def _resume_scope(self, scope: Scope, entries: list[ledger.Entry]) -> Scope:
         """A failed attempt's scope, when one is unfinished: the re-run ends where it did."""
@@ -296,7 +298,8 @@ class Run:
                 return scope  # the write never committed: this run writes it
         done = scope.limited(ends)
         if last.data.get("filtered"):  # what it archived is acknowledged, the rest stays
-            asyncio.run(self._acknowledge(done, self._archived_ranges(path, run)))
+            archived = self._archived_ranges(path, run) if count else {}
+            asyncio.run(self._acknowledge(done, archived))
         else:
             asyncio.run(self._handled(done))
         self.counts["skipped"] += count
