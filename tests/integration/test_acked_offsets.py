@@ -51,6 +51,11 @@ def _master(namesrv: ServerProcess, store: Path) -> ServerProcess:
 
 async def _fill(namesrv: ServerProcess, address: str, count: int) -> None:
     async with AdminClient([namesrv.address]) as admin:
+
+        async def registered() -> bool:
+            return any(b.name == NAME and b.master == address for b in await admin.brokers())
+
+        await eventually_async(registered, 20, f"{NAME} registered with the name server")
         await admin.create_group(SubscriptionGroupConfig(GROUP))
         await admin.create_topic(TOPIC, queues=1)
     async with Producer([namesrv.address]) as producer:
