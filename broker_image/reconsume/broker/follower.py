@@ -258,12 +258,7 @@ def apply_metadata(store: MessageStore, document: Mapping[str, Any]) -> None:
         )
     acked = document.get("ackedOffsets")
     if acked is not None:  # a master of an older version sends none
-        store.acked.replace(
-            {
-                key: {int(q): [(int(s), int(e)) for s, e in r] for q, r in queues.items()}
-                for key, queues in acked.items()
-            }
-        )
+        store.acked.replace(acked)
     timer = document.get("timerProgress")
     if timer is not None:
         write_json(progress_path(store.root / "config"), timer)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ class AckedTable:
             if left != held:
                 self._put(key, queue_id, left)
 
-    def remove_where(self, predicate: Any) -> int:
+    def remove_where(self, predicate: Callable[[str], bool]) -> int:
         """Drop the keys ``predicate`` accepts (a deleted group or topic)."""
         with self._lock:
             doomed = [key for key in self._table if predicate(key)]
@@ -97,9 +97,9 @@ class AckedTable:
         with self._lock:
             return {k: {q: list(r) for q, r in v.items()} for k, v in self._table.items()}
 
-    def replace(self, table: Mapping[str, Mapping[int, Sequence[Range]]]) -> bool:
-        """Hold exactly ``table`` (a replica following its master's); returns whether anything
-        changed."""
+    def replace(self, table: Mapping[str, Mapping[Any, Sequence[Sequence[Any]]]]) -> bool:
+        """Hold exactly ``table`` (a replica following its master's, queue ids and offsets as
+        its JSON document has them or as ints); returns whether anything changed."""
         fresh = {
             key: {int(q): [(int(s), int(e)) for s, e in r] for q, r in queues.items() if r}
             for key, queues in table.items()
