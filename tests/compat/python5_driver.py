@@ -377,6 +377,7 @@ def simple_consume(run: Run) -> dict[str, object]:
     steps = [*(["skip"] if options.flag("fail-first") else []), *(["change"] if change_ms else [])]
     deliveries: dict[str, int] = {}
     last_delivery: dict[str, int] = {}
+    last_asked: dict[str, int] = {}
     acked: set[str] = set()
     receives = total = 0
     consumer = new_simple_consumer(options, group, run.topic)
@@ -398,12 +399,15 @@ def simple_consume(run: Run) -> dict[str, object]:
             delivery = deliveries[mid] = deliveries.get(mid, 0) + 1
             previous = last_delivery.get(mid)
             last_delivery[mid] = now
+            previous_asked = last_asked.get(mid)
+            last_asked[mid] = asked
             total += 1
             wanted = run.expected(message)
             step = "ack" if not wanted or delivery > len(steps) else steps[delivery - 1]
             run.events.emit(
                 "received", **received("simple", message, now), delivery=delivery,
                 sinceLastDeliveryMs=None if previous is None else now - previous,
+                sinceLastAskedMs=None if previous_asked is None else now - previous_asked,
                 expected=wanted, action=step,
             )  # fmt: skip
             body = text(message.body)

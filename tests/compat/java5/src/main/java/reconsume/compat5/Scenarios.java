@@ -142,6 +142,7 @@ final class Scenarios {
         }
         Map<String, Integer> deliveries = new LinkedHashMap<>();
         Map<String, Long> lastDelivery = new LinkedHashMap<>();
+        Map<String, Long> lastAsked = new LinkedHashMap<>();
         Set<String> acked = ConcurrentHashMap.newKeySet();
         int receives = 0;
         int total = 0;
@@ -159,11 +160,13 @@ final class Scenarios {
                 String id = view.getMessageId().toString();
                 int delivery = deliveries.merge(id, 1, Integer::sum);
                 Long previous = lastDelivery.put(id, now);
+                Long previousAsked = lastAsked.put(id, asked);
                 total++;
                 boolean wanted = expected(view);
                 String step = !wanted || delivery > steps.size() ? "ack" : steps.get(delivery - 1);
                 events.emit("received", Events.concat(Events.received("simple", view, now),
                     "delivery", delivery, "sinceLastDeliveryMs", previous == null ? null : now - previous,
+                    "sinceLastAskedMs", previousAsked == null ? null : now - previousAsked,
                     "expected", wanted, "action", step));
                 switch (step) {
                     case "skip" -> events.emit("notAcked", "messageId", id, "body", Events.text(view.getBody()),
