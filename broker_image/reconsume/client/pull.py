@@ -62,7 +62,18 @@ class PullResult:
     max_offset: int
 
 
-async def pull_once(
+@dataclass(frozen=True, slots=True)
+class RawPull:
+    """One pull's answer with its records as the broker sent them (empty when none were
+    found): for a reader that decodes them its own way."""
+
+    body: bytes
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+async def pull_raw(
     api: BrokerApi,
     address: str,
     queue: MessageQueue,
@@ -70,9 +81,9 @@ async def pull_once(
     *,
     group: str,
     max_nums: int = 32,
-) -> PullResult:
+) -> RawPull:
     """One pull of ``queue`` from ``offset`` on the broker at ``address``: no long polling, no
-    offset commit, every tag. An offset the broker calls illegal answers no messages and the
+    offset commit, every tag. An offset the broker calls illegal answers no records and the
     offset it suggests as ``next_begin_offset``; any other refusal raises RemotingError."""
     subscription = Subscription.parse(queue.topic)
     header = PullMessageRequestHeader(
@@ -99,8 +110,23 @@ async def pull_once(
     ):
         raise RemotingError(f"pull of {queue} at {offset} from {address}: {code} {response.remark}")
     fields = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
-    messages = decode_pulled(response.body, subscription) if code == ResponseCode.SUCCESS else []
-    return PullResult(messages, fields.next_begin_offset, fields.min_offset, fields.max_offset)
+    body = response.body if code == ResponseCode.SUCCESS else b""
+    return RawPull(body, fields.next_begin_offset, fields.min_offset, fields.max_offset)
+
+
+async def pull_once(
+    api: BrokerApi,
+    address: str,
+    queue: MessageQueue,
+    offset: int,
+    *,
+    group: str,
+    max_nums: int = 32,
+) -> PullResult:
+    """:func:`pull_raw` with its records decoded, bodies inflated."""
+    raw = await pull_raw(api, address, queue, offset, group=group, max_nums=max_nums)
+    messages = decode_pulled(raw.body, Subscription.parse(queue.topic)) if raw.body else []
+    return PullResult(messages, raw.next_begin_offset, raw.min_offset, raw.max_offset)
 
 
 class PullLoop:

@@ -25,14 +25,13 @@ from pyspark.sql.datasource import (
 from reconsume.client.admin import AdminClient
 from reconsume.client.broker_api import BrokerApi
 from reconsume.client.namesrv import RouteCache
-from reconsume.client.pull import PullResult, pull_once
+from reconsume.client.pull import RawPull, pull_raw
 from reconsume.client.routes import MessageQueue
 from reconsume.errors import InvalidArgumentError
-from reconsume.message.model import StoredMessage
 from reconsume.message.names import dead_letter_topic, validate_group, validate_topic
-from reconsume.message.offset_ranges import Range, is_acked, merge
+from reconsume.message.offset_ranges import Range, merge
+from reconsume.spark.columns import Columns
 from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, TopicOffsets
-from reconsume.spark.schema import to_batch
 from reconsume.wire.transport import RemotingClient
 
 DEFAULT_GROUP = "reconsume-spark"
@@ -226,16 +225,13 @@ def read_range(
     queue = MessageQueue(queue_range.topic, queue_range.broker, queue_range.queue_id)
     pulls = _Pipeline(loop, api, queue_range, queue, group, pull_batch, in_flight)
     try:
-        rows: list[StoredMessage] = []
-        for messages in pulls:
-            if skip:
-                messages = [m for m in messages if not is_acked(skip, m.queue_offset)]
-            rows.extend(messages)
+        rows = Columns()
+        for body, low, high in pulls:
+            rows.add(body, low, high, skip)
             if len(rows) >= batch_rows:
-                yield to_batch(rows, queue_range.broker)
-                rows = []
-        if rows:
-            yield to_batch(rows, queue_range.broker)
+                yield rows.batch(queue_range.broker)
+        if len(rows):
+            yield rows.batch(queue_range.broker)
     finally:
         pulls.cancel()
         loop.run_until_complete(client.close())
@@ -267,18 +263,20 @@ class _Pipeline:
         self._group = group
         self._batch = pull_batch
         self._depth = max(1, in_flight)
-        self._pending: deque[tuple[int, asyncio.Task[PullResult]]] = deque()
+        self._pending: deque[tuple[int, asyncio.Task[RawPull]]] = deque()
         self._next = queue_range.start
         """The offset the next pull sent asks from."""
 
-    def __iter__(self) -> Iterator[list[StoredMessage]]:
+    def __iter__(self) -> Iterator[tuple[bytes, int, int]]:
+        """Each answer's records as the broker sent them, with the offsets of the ones that
+        belong to the range: ``[asked, end)``."""
         end = self._range.end
         position = self._range.start
         while position < end:
             self._fill(end)
             asked, pull = self._pending.popleft()
             result = self._loop.run_until_complete(pull)
-            yield [m for m in result.messages if asked <= m.queue_offset < end]
+            yield result.body, asked, end
             if result.next_begin_offset <= asked:
                 return  # nothing more stored here (the queue was truncated or reset)
             position = result.next_begin_offset
@@ -291,7 +289,7 @@ class _Pipeline:
         while len(self._pending) < self._depth and self._next < end:
             offset = self._next
             wanted = min(self._batch, end - offset)
-            request = pull_once(
+            request = pull_raw(
                 self._api, self._range.address, self._queue, offset, group=self._group,
                 max_nums=wanted,
             )  # fmt: skip

@@ -3,6 +3,7 @@ broker keeps in properties pulled out into columns."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -50,6 +51,11 @@ columns are null on messages that are not dead letters."""
 
 ARROW_SCHEMA: pa.Schema = to_arrow_schema(SCHEMA, timezone="UTC")
 """SCHEMA in Arrow's terms, as PySpark compares a reader's record batches with it."""
+
+DEAD_LETTER_TIME = re.compile("^-?[0-9]{1,15}$")
+"""What a RECONSUME_DLQ_TIME property (milliseconds) must be for the deadLetterTime column; else
+the column is null. At most 15 digits, so that its microseconds fit 64 bits. Anchored with ``^``
+and ``$`` for Arrow's RE2 (where ``$`` is the end of the text), used with ``fullmatch`` here."""
 
 _MAP = ARROW_SCHEMA.field("properties").type
 _KEYS = ARROW_SCHEMA.field("keys").type
@@ -113,6 +119,6 @@ def to_batch(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
 
 
 def _dead_letter_us(text: str | None) -> int | None:
-    if text is None or not text.strip().lstrip("-").isdigit():
+    if text is None or DEAD_LETTER_TIME.fullmatch(text) is None:
         return None
     return int(text) * 1000

@@ -1,0 +1,268 @@
+"""Pull responses straight into Arrow columns: the reader's hot path.
+
+A read spends its Python CPU on each record: decoding it into a ``StoredMessage`` (a properties
+dict built entry by entry), then walking those objects again for every column. Here one loop
+over each pull body takes the fixed-size head fields and slices out the body, topic and
+properties bytes; everything per property (the map column, tags, keys, the origin and
+dead-letter columns) is computed by Arrow's compute kernels over whole columns.
+
+The result is the same record batch :func:`reconsume.spark.schema.to_batch` builds from decoded
+messages (tests/unit/test_spark_columns.py checks both on generated records). A batch whose
+properties the kernels cannot take as they are (a name twice in one message, whose last value
+wins; an entry without a name) is built by that slower path instead.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from reconsume.errors import BadMagicError, CodecError, RecordLengthError, TruncatedRecordError
+from reconsume.message import properties as props
+from reconsume.message import sysflag
+from reconsume.message.codec import HEAD_LAYOUTS, MESSAGE_MAGIC_CODE, OFF_SYS_FLAG, host_length
+from reconsume.message.decode import iter_records
+from reconsume.message.model import StoredMessage
+from reconsume.message.offset_ranges import Range
+from reconsume.spark.schema import ARROW_SCHEMA, DEAD_LETTER_TIME, to_batch
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_PROPS_LEN = struct.Struct(">h")
+_V6_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
+_HEADS = {
+    bits: HEAD_LAYOUTS[
+        (host_length(bits, sysflag.BORNHOST_V6), host_length(bits, sysflag.STOREHOST_V6))
+    ]
+    for bits in (0, sysflag.BORNHOST_V6, sysflag.STOREHOST_V6, _V6_BITS)
+}
+_MAP = ARROW_SCHEMA.field("properties").type
+_KEYS = ARROW_SCHEMA.field("keys").type
+_TIMESTAMP = ARROW_SCHEMA.field("bornTimestamp").type
+_NO_KEYS = pa.scalar([], _KEYS)
+
+
+class Columns:
+    """The rows of one record batch being gathered from pull response bodies."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.queue_ids: list[int] = []
+        self.queue_offsets: list[int] = []
+        self.commit_log_offsets: list[int] = []
+        self.born: list[int] = []
+        self.stored: list[int] = []
+        self.reconsume_times: list[int] = []
+        self.store_hosts: list[bytes] = []
+        self.bodies: list[bytes] = []
+        self.topics: list[bytes] = []
+        self.properties: list[bytes] = []
+        self.pulls: list[tuple[bytes, int, int, Sequence[Range]]] = []
+        """The arguments of each add(): what the slower path decodes again."""
+
+    def __len__(self) -> int:
+        return len(self.queue_offsets)
+
+    def add(self, body: bytes, low: int, high: int, skip: Sequence[Range] = ()) -> None:
+        """The records of one pull response body (``body``, as the broker sent it) whose queue
+        offset is in ``[low, high)`` and not in ``skip`` (sorted disjoint ranges). Raises
+        CodecError on a malformed record, as decoding it would, and then adds none of them."""
+        rows = _walk(body, low, high, skip)
+        self.pulls.append((body, low, high, skip))
+        for values, column in zip(rows, self._columns(), strict=True):
+            column.extend(values)
+
+    def _columns(self) -> tuple[list[Any], ...]:
+        return (
+            self.queue_ids, self.queue_offsets, self.commit_log_offsets, self.born, self.stored,
+            self.reconsume_times, self.store_hosts, self.bodies, self.topics, self.properties,
+        )  # fmt: skip
+
+    def batch(self, broker: str) -> pa.RecordBatch:
+        """The rows gathered so far as one record batch of SCHEMA; starts over."""
+        try:
+            return self._fast(broker) or self._decoded(broker)
+        finally:
+            self._reset()
+
+    def _fast(self, broker: str) -> pa.RecordBatch | None:
+        count = len(self)
+        try:
+            texts = pa.array(self.properties, pa.binary()).cast(pa.string())
+            topics = pa.array(self.topics, pa.binary()).cast(pa.string())
+        except pa.ArrowInvalid as exc:
+            raise CodecError(f"a record's topic or properties are not UTF-8: {exc}") from exc
+        # "n\x01v\x02n\x01v\x02": the trailing separator dropped, an empty string a null (no
+        # entries), then one list item per entry.
+        texts = pc.utf8_rtrim(texts, props.PROPERTY_SEPARATOR)
+        texts = pc.if_else(pc.equal(texts, ""), pa.nulls(count, pa.string()), texts)
+        entries = pc.split_pattern(texts, props.PROPERTY_SEPARATOR)
+        flat = entries.flatten()
+        if len(flat) and pc.min(pc.find_substring(flat, props.NAME_VALUE_SEPARATOR)).as_py() < 1:
+            return None  # an entry without a name or a separator: skipped by the decoder
+        pairs = pc.split_pattern(flat, props.NAME_VALUE_SEPARATOR, max_splits=1)
+        names = pc.list_element(pairs, 0)
+        values = pc.list_element(pairs, 1)
+        if _repeats_a_name(pc.list_parent_indices(entries), names):
+            return None
+        offsets = entries.offsets  # no validity bitmap: a null list is an empty run
+        if offsets[0].as_py():
+            offsets = pc.subtract(offsets, offsets[0])
+        properties = pa.MapArray.from_arrays(offsets, names, values, type=_MAP)
+
+        def lookup(name: str) -> pa.Array:
+            return pc.map_lookup(properties, name, "last")
+
+        uniq = lookup(props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        ids = _or(uniq, None)
+        if ids.null_count:
+            ids = _with_offset_ids(ids, self.store_hosts, self.commit_log_offsets)
+        keys = pc.utf8_trim(pc.fill_null(lookup(props.KEYS), ""), props.KEY_SEPARATOR)
+        keys = pc.if_else(pc.equal(keys, ""), pa.nulls(count, pa.string()), keys)
+        keys = pc.fill_null(pc.split_pattern_regex(keys, props.KEY_SEPARATOR + "+"), _NO_KEYS)
+        columns = [
+            ids,
+            topics,
+            pa.array(self.queue_ids, pa.int32()),
+            pa.array(self.queue_offsets, pa.int64()),
+            pa.array(self.commit_log_offsets, pa.int64()),
+            pa.array(self.bodies, pa.binary()),
+            properties,
+            lookup(props.TAGS),
+            keys.cast(_KEYS),
+            pa.array(self.born, _TIMESTAMP),
+            pa.array(self.stored, _TIMESTAMP),
+            pa.array(self.reconsume_times, pa.int32()),
+            _or(lookup(props.DLQ_ORIGIN_MESSAGE_ID), lookup(props.ORIGIN_MESSAGE_ID)),
+            _or(lookup(props.DLQ_ORIGIN_TOPIC), lookup(props.RETRY_TOPIC)),
+            _dead_letter_times(lookup(props.DLQ_TIME_MS)),
+            lookup(props.DLQ_REASON),
+            pa.array([broker] * count, pa.string()),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+    def _decoded(self, broker: str) -> pa.RecordBatch:
+        messages: list[StoredMessage] = []
+        for body, low, high, skip in self.pulls:
+            for message in iter_records(body):
+                offset = message.queue_offset
+                if low <= offset < high and not (skip and _skipped(skip, offset)):
+                    message.body = message.uncompressed_body()
+                    message.sys_flag &= ~sysflag.COMPRESSED
+                    messages.append(message)
+        return to_batch(messages, broker)
+
+
+def _walk(body: bytes, low: int, high: int, skip: Sequence[Range]) -> tuple[list[Any], ...]:
+    """The columns Columns keeps, of the records of ``body`` that are taken; CodecError on a
+    malformed record (checked as :func:`reconsume.message.decode.check_record` does, but
+    for the body CRC, which reads do not check)."""
+    queue_ids: list[int] = []
+    queue_offsets: list[int] = []
+    commit_log_offsets: list[int] = []
+    born: list[int] = []
+    stored: list[int] = []
+    times: list[int] = []
+    store_hosts: list[bytes] = []
+    bodies: list[bytes] = []
+    topics: list[bytes] = []
+    properties: list[bytes] = []
+    pos = 0
+    end = len(body)
+    unpack_i32 = _I32.unpack_from
+    unpack_i16 = _PROPS_LEN.unpack_from
+    while pos < end:
+        if end - pos < 48:
+            raise TruncatedRecordError(f"record at {pos}: {end - pos} bytes, a header needs 48")
+        head = _HEADS[unpack_i32(body, pos + OFF_SYS_FLAG)[0] & _V6_BITS]
+        (total, magic, _crc, queue_id, _flag, queue_offset, physical, sys_flag, born_ts,
+         _born_host, store_ts, store_host, reconsume_times, _prepared, body_len,
+         ) = head.unpack_from(body, pos)  # fmt: skip
+        record_end = pos + total
+        if magic != MESSAGE_MAGIC_CODE:
+            raise BadMagicError(f"record at {pos}: magic {magic:#x} is not a message record's")
+        if total > end - pos or total < head.size + 3:
+            raise TruncatedRecordError(f"record at {pos}: totalSize {total} does not fit")
+        at = pos + head.size
+        topic_at = at + body_len
+        if body_len < 0 or topic_at + 1 > record_end:
+            raise RecordLengthError(f"record at {pos}: body length {body_len} overruns")
+        props_len_at = topic_at + 1 + body[topic_at]
+        if props_len_at + 2 > record_end:
+            raise RecordLengthError(f"record at {pos}: topic length overruns totalSize")
+        props_at = props_len_at + 2
+        if props_at + unpack_i16(body, props_len_at)[0] != record_end:
+            raise RecordLengthError(f"record at {pos}: lengths disagree with totalSize")
+        if low <= queue_offset < high and not (skip and _skipped(skip, queue_offset)):
+            payload = body[at:topic_at]
+            if sys_flag & sysflag.COMPRESSED:
+                try:
+                    payload = zlib.decompress(payload)
+                except zlib.error as exc:
+                    raise CodecError(f"record at {pos}: body does not inflate: {exc}") from exc
+            queue_ids.append(queue_id)
+            queue_offsets.append(queue_offset)
+            commit_log_offsets.append(physical)
+            born.append(born_ts * 1000)
+            stored.append(store_ts * 1000)
+            times.append(reconsume_times)
+            store_hosts.append(store_host)
+            bodies.append(payload)
+            topics.append(body[topic_at + 1 : props_len_at])
+            properties.append(body[props_at:record_end])
+        pos = record_end
+    return (
+        queue_ids, queue_offsets, commit_log_offsets, born, stored, times, store_hosts, bodies,
+        topics, properties,
+    )  # fmt: skip
+
+
+def _skipped(skip: Sequence[Range], offset: int) -> bool:
+    at = bisect_right(skip, (offset, 1 << 62)) - 1
+    return at >= 0 and skip[at][0] <= offset < skip[at][1]
+
+
+def _repeats_a_name(parents: pa.Array, names: pa.Array) -> bool:
+    """Whether a message names a property twice (its entries are runs of ``parents``): each
+    entry as one integer, row * distinct names + name, and those integers all distinct."""
+    if len(names) < 2:
+        return False
+    encoded = names.dictionary_encode()
+    keys = pc.add(
+        pc.multiply(parents.cast(pa.int64()), len(encoded.dictionary)),
+        encoded.indices.cast(pa.int64()),
+    )
+    return len(pc.unique(keys)) != len(names)
+
+
+def _or(first: pa.Array, second: pa.Array | None) -> pa.Array:
+    """Python's ``first or second`` per row: ``second`` where ``first`` is null or empty."""
+    present = pc.fill_null(pc.not_equal(first, ""), False)
+    if second is None:
+        second = pa.nulls(len(first), pa.string())
+    return pc.if_else(present, first, second)
+
+
+def _with_offset_ids(ids: pa.Array, hosts: list[bytes], offsets: list[int]) -> pa.Array:
+    """``ids`` with the offset message id where it is null (no UNIQ_KEY)."""
+    missing = ids.is_null().to_pylist()
+    filled = [
+        (hosts[i] + _I64.pack(offsets[i])).hex().upper() if gone else value
+        for i, (gone, value) in enumerate(zip(missing, ids.to_pylist(), strict=True))
+    ]
+    return pa.array(filled, pa.string())
+
+
+def _dead_letter_times(texts: pa.Array) -> pa.Array:
+    """RECONSUME_DLQ_TIME (milliseconds) as microseconds; null unless it is an integer."""
+    valid = pc.fill_null(pc.match_substring_regex(texts, DEAD_LETTER_TIME.pattern), False)
+    millis = pc.if_else(valid, texts, pa.nulls(len(texts), pa.string())).cast(pa.int64())
+    return pc.multiply(millis, 1000).cast(_TIMESTAMP)
