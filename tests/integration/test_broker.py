@@ -122,6 +122,32 @@ def test_v1_v2_and_batch_sends_pull_back_exactly_what_was_sent(cluster: Cluster)
     assert empty.code == ResponseCode.PULL_NOT_FOUND
 
 
+def test_a_pull_takes_32_messages_and_a_bulk_pull_up_to_1024(cluster: Cluster) -> None:
+    addr = cluster.a.address
+
+    async def scenario() -> tuple[Any, ...]:
+        async with BrokerClient() as client:
+            ok(await client.create_topic(addr, "bulk", 1))
+            for start in range(0, 1100, 100):
+                batch = [(f"m{i}".encode(), {}) for i in range(start, start + 100)]
+                ok(await client.send_batch(addr, "bulk", batch))
+            pulls = (
+                await client.pull(addr, GROUP, "bulk", 0, 0, max_nums=1000),
+                await client.pull(addr, GROUP, "bulk", 0, 0, max_nums=1000, bulk=True),
+                await client.pull(addr, GROUP, "bulk", 0, 40, max_nums=2000, bulk=True),
+                await client.pull(addr, GROUP, "bulk", 0, 1090, max_nums=200, bulk=True),
+            )
+            return tuple(ok(p) for p in pulls)
+
+    consumer, bulk, capped, tail = run(scenario())
+    assert [m.queue_offset for m in records(consumer)] == list(range(32))
+    assert consumer.ext_fields["nextBeginOffset"] == "32"
+    assert [m.body for m in records(bulk)] == [f"m{i}".encode() for i in range(1000)]
+    assert [m.queue_offset for m in records(capped)] == list(range(40, 40 + 1024))
+    assert capped.ext_fields["nextBeginOffset"] == str(40 + 1024)
+    assert [m.queue_offset for m in records(tail)] == list(range(1090, 1100))
+
+
 def test_offsets_commit_query_and_queue_offsets(cluster: Cluster) -> None:
     addr = cluster.a.address
 

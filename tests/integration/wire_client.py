@@ -158,6 +158,7 @@ class BrokerClient:
         subscription: str | None = "*",
         suspend_ms: int = 0,
         commit_offset: int | None = None,
+        bulk: bool = False,
     ) -> RemotingCommand:
         flags = FLAG_SUBSCRIPTION if subscription is not None else 0
         flags |= FLAG_SUSPEND if suspend_ms else 0
@@ -174,6 +175,7 @@ class BrokerClient:
             subscription=subscription,
             sub_version=0,
             expression_type="TAG",
+            bulk=bulk or None,
         )
         return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
 

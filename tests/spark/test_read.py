@@ -201,10 +201,11 @@ def test_the_end_offsets_are_fixed_when_the_read_is_planned(
 def test_pulls_sent_ahead_of_short_answers_lose_and_repeat_nothing(
     spark: Any, spark_cluster: Cluster, in_flight: str
 ) -> None:
-    # 100 KiB bodies: the broker's 256 KiB a pull cuts each answer of 32 to two or three, so
-    # the pulls sent ahead start at the wrong offsets and go again from where the answer ends.
+    # 400 KiB bodies: the broker's 4 MiB a bulk pull cuts the first answer of 256 to ten, so
+    # the pulls sent ahead start at the wrong offsets and go again from where the answer ends
+    # (and ask for ten from then on).
     topic = f"spark-large-{in_flight}"
-    bodies = [random.Random(i).randbytes(100_000) for i in range(40)]  # incompressible
+    bodies = [random.Random(i).randbytes(400_000) for i in range(40)]  # incompressible
     large = [Message(topic, body, properties={"number": str(i)}) for i, body in enumerate(bodies)]
 
     async def run() -> list[SendResult]:

@@ -37,6 +37,12 @@ MAX_TRANSFER_COUNT = 32
 """Messages one pull returns at most (RocketMQ's ``maxTransferCountOnMessageInMemory``)."""
 MAX_TRANSFER_BYTES = 256 * 1024
 """Bytes one pull returns at about most (``maxTransferBytesOnMessageInMemory``)."""
+BULK_TRANSFER_COUNT = 1024
+BULK_TRANSFER_BYTES = 4 * 1024 * 1024
+"""What a bulk pull (header field ``reconsumeBulk``, sent by readers of whole queue ranges such
+as the dead-letter jobs) returns at most: a consumer's caps keep one pull's messages within
+what its listeners take in one go, a reader turns them into columns; each pull costs the
+broker and the reader about as much as 8 messages of 1 KiB, so bigger pulls cost less."""
 
 _CODES = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -186,12 +192,15 @@ class PullProcessor:
     def _read(
         self, request: RemotingCommand, header: PullMessageRequestHeader, subscription: Subscription
     ) -> RemotingCommand:
+        count_cap, bytes_cap = MAX_TRANSFER_COUNT, MAX_TRANSFER_BYTES
+        if header.bulk:
+            count_cap, bytes_cap = BULK_TRANSFER_COUNT, BULK_TRANSFER_BYTES
         result = self.context.store.get_messages(
             header.topic,
             header.queue_id,
             header.queue_offset,
-            max_count=min(max(header.max_msg_nums, 1), MAX_TRANSFER_COUNT),
-            max_bytes=MAX_TRANSFER_BYTES,
+            max_count=min(max(header.max_msg_nums, 1), count_cap),
+            max_bytes=bytes_cap,
             tag_codes=subscription.tag_codes,
             log_limit=self.context.read_limit,
         )

@@ -81,10 +81,13 @@ async def pull_raw(
     *,
     group: str,
     max_nums: int = 32,
+    bulk: bool = False,
 ) -> RawPull:
     """One pull of ``queue`` from ``offset`` on the broker at ``address``: no long polling, no
-    offset commit, every tag. An offset the broker calls illegal answers no records and the
-    offset it suggests as ``next_begin_offset``; any other refusal raises RemotingError."""
+    offset commit, every tag; ``bulk`` asks a reconsume broker for up to its bulk caps instead
+    of a consumer's 32 (reconsume.broker.pull). An offset the broker calls illegal answers no
+    records and the offset it suggests as ``next_begin_offset``; any other refusal raises
+    RemotingError."""
     subscription = Subscription.parse(queue.topic)
     header = PullMessageRequestHeader(
         consumer_group=group,
@@ -99,6 +102,7 @@ async def pull_raw(
         sub_version=subscription.version,
         expression_type="TAG",
         broker_name=queue.broker_name or None,
+        bulk=bulk or None,
     )
     response = await api.call(address, RequestCode.PULL_MESSAGE, header.to_ext_fields())
     code = response.code

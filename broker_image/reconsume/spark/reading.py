@@ -35,7 +35,10 @@ from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, Topi
 from reconsume.wire.transport import RemotingClient
 
 DEFAULT_GROUP = "reconsume-spark"
-DEFAULT_PULL_BATCH = 32
+DEFAULT_PULL_BATCH = 256
+"""Messages a reader asks for in one pull: its pulls are bulk pulls, of which reconsume's
+brokers hand out up to 1,024 (a consumer's, and Apache RocketMQ's, at most 32; a reader learns
+such a cap from the first short answer)."""
 DEFAULT_PULLS_IN_FLIGHT = 4
 """Pulls a reader keeps outstanding per queue: the next ones travel while one is decoded."""
 DEFAULT_BATCH_ROWS = 2048
@@ -244,7 +247,8 @@ class _Pipeline:
     Each pull asks for the ``pull_batch`` offsets after the one before it. The broker answers
     a pull with fewer messages than asked when a byte limit cuts it short, or moves its next
     offset past a gap (a truncated queue): then the pulls sent ahead start at the wrong place,
-    and are dropped and sent again from where the answer says to go on."""
+    and are dropped and sent again from where the answer says to go on; after an answer cut
+    short, pulls ask for no more than it held (a broker's count cap, learned once)."""
 
     def __init__(
         self,
@@ -284,18 +288,25 @@ class _Pipeline:
             if following != position:
                 self.cancel()  # sent ahead from the wrong place
                 self._next = position
+                if asked < position < asked + self._wanted(asked, end):
+                    # Cut short by the broker's caps (a gap moves past the asked end): ask
+                    # for no more than it gave from now on.
+                    self._batch = position - asked
 
     def _fill(self, end: int) -> None:
         while len(self._pending) < self._depth and self._next < end:
             offset = self._next
-            wanted = min(self._batch, end - offset)
+            wanted = self._wanted(offset, end)
             request = pull_raw(
                 self._api, self._range.address, self._queue, offset, group=self._group,
-                max_nums=wanted,
+                max_nums=wanted, bulk=True,
             )  # fmt: skip
             pull = self._loop.create_task(request)
             self._pending.append((offset, pull))
             self._next = offset + wanted
+
+    def _wanted(self, offset: int, end: int) -> int:
+        return min(self._batch, end - offset)
 
     def cancel(self) -> None:
         """Drop the pulls in flight (their answers are not waited for)."""

@@ -17,8 +17,9 @@ Options (names are case-insensitive):
     ``{"<brokerName>:<queueId>": [[start, end], ...]}``: queue offsets left out (end excluded),
     e.g. what dead-letter jobs acknowledged past their committed offset
 ``pullBatchSize``, ``pullsInFlight``, ``timeoutSeconds``
-    messages per pull (default 32, the most a broker hands out in one), pulls a partition keeps
-    outstanding (default 4) and the timeout of each broker request (default 10)
+    messages per pull (default 256; reconsume's brokers hand a reader up to 1,024 in one, Apache
+    RocketMQ's 32), pulls a partition keeps outstanding (default 4) and the timeout of each
+    broker request (default 10)
 
 ``spark.readStream`` takes the same options but ``endingOffsets``, starts at ``latest`` by
 default, and takes ``maxMessagesPerTrigger`` (see reconsume.spark.stream).

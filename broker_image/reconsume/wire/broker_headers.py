@@ -93,6 +93,12 @@ class EndTransactionRequestHeader(Header):
 
 
 # ------------------------------------------------------------------ consume
+BULK_FIELD = "reconsumeBulk"
+"""PULL_MESSAGE header field a reader of whole queues sets (the dead-letter jobs' data
+source): reconsume's brokers then hand out more than a consumer's pull may take
+(reconsume.broker.pull.BULK_TRANSFER_COUNT); Apache RocketMQ's ignore it."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class PullMessageRequestHeader(Header):
     consumer_group: str
@@ -107,6 +113,7 @@ class PullMessageRequestHeader(Header):
     sub_version: int
     expression_type: str | None = None
     broker_name: str | None = field(default=None, metadata=wire("bname"))
+    bulk: bool | None = field(default=None, metadata=wire(BULK_FIELD))
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
