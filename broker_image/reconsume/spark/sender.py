@@ -47,6 +47,8 @@ class SendOptions:
     brokers: Mapping[str, str] = field(default_factory=dict)
     """Address per broker name of the dead-letter queues' brokers (where ledger entries go)."""
     timeout_s: float = 10.0
+    in_flight: int = 4
+    """Batches a task sends at once; with a job, one ledger entry covers them all."""
 
 
 @dataclass(slots=True)
@@ -128,20 +130,36 @@ class TaskSender:
         pending: list[Message] = []
         for row in rows:
             pending.append(to_message(row))
-            if len(pending) >= self.options.batch:
+            if len(pending) >= self._size:
                 await self._send_messages(pending)
                 pending = []
         if pending:
             await self._send_messages(pending)
 
     async def _send_messages(self, messages: Sequence[Message]) -> None:
-        by_topic: dict[str, list[Message]] = {}
-        for message in messages:
-            by_topic.setdefault(message.topic, []).append(message)
-        for topic, group in by_topic.items():
-            await self._pace(len(group))
-            await self._send_group(group, await self._next_queue(topic))
-            self.counts.sent[topic] += len(group)
+        sends = await self._batches(messages)
+        await self._pace(len(messages))
+        await self._send_all(sends)
+
+    async def _batches(
+        self, messages: Sequence[Message]
+    ) -> list[tuple[list[Message], MessageQueue]]:
+        """``messages`` in batches of the batch size, each batch's messages of one topic for a
+        queue of their own (round robin over the topic's queues)."""
+        sends: list[tuple[list[Message], MessageQueue]] = []
+        batch = self.options.batch
+        for at in range(0, len(messages), batch):
+            by_topic: dict[str, list[Message]] = {}
+            for message in messages[at : at + batch]:
+                by_topic.setdefault(message.topic, []).append(message)
+            for topic, group in by_topic.items():
+                sends.append((group, await self._next_queue(topic)))
+        return sends
+
+    async def _send_all(self, sends: Sequence[tuple[list[Message], MessageQueue]]) -> None:
+        await asyncio.gather(*(self._send_group(group, queue) for group, queue in sends))
+        for group, queue in sends:
+            self.counts.sent[queue.topic] += len(group)
 
     # ------------------------------------------------------------------ tracked
     async def _send_tracked(self, rows: Iterator[Mapping[str, Any]]) -> None:
@@ -175,10 +193,13 @@ class TaskSender:
 
     @property
     def _size(self) -> int:
+        """Rows of one ledger window: ``in_flight`` batches (a tenth of a second's worth at
+        most, under a rate limit)."""
         rate = self.options.rate_per_task
+        window = self.options.batch * max(1, self.options.in_flight)
         if rate is None:
-            return self.options.batch
-        return max(1, min(self.options.batch, int(rate // 10)))
+            return window
+        return max(1, min(window, int(rate // 10)))
 
     async def _already_sent(self, queue: QueueKey, offset: int) -> bool:
         resume = self.options.resume.get(queue)
@@ -216,14 +237,13 @@ class TaskSender:
         return keys
 
     async def _flush(self, window: _Window, *, final: bool) -> None:
-        """Record the batch in the ledger, then send it."""
-        by_topic: dict[str, list[Message]] = {}
-        for _, message in window.rows:
-            by_topic.setdefault(message.topic, []).append(message)
-        chosen = {topic: await self._next_queue(topic) for topic in by_topic}
+        """Record the window in the ledger, then send its batches, all at once: each batch's
+        messages of one topic to a queue of their own (the entry marks every queue chosen,
+        so a re-run finds whatever of the window landed)."""
+        sends = await self._batches([message for _, message in window.rows])
         marks = {
             ledger.TargetMark(q.topic, q.broker_name, q.queue_id, await self._floor_of(q))
-            for q in chosen.values()
+            for _, q in sends
         }
         start, end = window.rows[0][0], window.rows[-1][0] + 1
         resume = self.options.resume.get(window.queue)
@@ -235,9 +255,7 @@ class TaskSender:
         # ledger (jobs/main.py) and a pause between an entry and its sends would hide them.
         await self._pace(len(window.rows))
         await self._write(window.queue, entry)
-        for topic, messages in by_topic.items():
-            await self._send_group(messages, chosen[topic])
-            self.counts.sent[topic] += len(messages)
+        await self._send_all(sends)
         if final:
             await self._mark_sent(window.queue, end)
 

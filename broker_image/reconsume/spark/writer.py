@@ -10,8 +10,9 @@ Options (names are case-insensitive):
 
 ``nameServer``
     name server addresses (required)
-``batchSize``
-    most messages per send request (default 64)
+``batchSize``, ``batchesInFlight``
+    most messages per send request (default 64), and send requests a task has outstanding at
+    once (default 4; with the dead-letter jobs' ledger, one entry covers them)
 ``maxRatePerTask``
     most messages per second each task sends (no limit when absent)
 ``reportPath``
@@ -83,7 +84,11 @@ def parse_send_options(options: Mapping[str, str]) -> SendOptions:
     brokers = {str(k): str(v) for k, v in json.loads(lowered.get("ledgerbrokers", "{}")).items()}
     if job is not None and not brokers:
         raise InvalidArgumentError("option ledgerBrokers is required with ledgerJob")
-    return SendOptions(servers, batch, rate, job, lowered.get("ledgergroup"), resume, brokers)
+    in_flight = positive_option(lowered, "batchesinflight", 4, int)
+    return SendOptions(
+        servers, batch, rate, job, lowered.get("ledgergroup"), resume, brokers,
+        in_flight=in_flight,
+    )  # fmt: skip
 
 
 def check_schema(schema: StructType, *, tracked: bool) -> None:
