@@ -102,6 +102,8 @@ JAVA_FIELDS: dict[str, list[tuple[str, str, bool]]] = {
         ("subVersion", INT, True),
         ("expressionType", STR, False),
         ("bname", STR, False),
+        # reconsume's own (broker_headers.BULK_FIELD), which Apache RocketMQ's brokers ignore
+        ("reconsumeBulk", BOOL, False),
     ],
     "PullMessageResponseHeader": [
         ("suggestWhichBrokerId", INT, True),
