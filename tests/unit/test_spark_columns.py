@@ -139,3 +139,35 @@ def test_a_malformed_record_is_a_codec_error_and_the_batch_keeps_what_came_befor
     with pytest.raises(CodecError, match="not UTF-8"):
         columns.batch("b")
     assert len(columns) == 0
+
+
+def _dead_letter(offset: int, properties: str) -> bytes:
+    return _encode(
+        {"queue_offset": offset, "hosts": (HOSTS[0], HOSTS[1]), "compressed": False,
+         "body": b"b%d" % offset, "topic": "%DLQ%orders", "properties": properties,
+         "times": (1, 2, 16)},
+        offset * 200,
+    )  # fmt: skip
+
+
+def test_messages_naming_each_property_once_take_the_column_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def decoded(_self: Columns, _broker: str) -> None:
+        raise AssertionError("built from decoded messages")
+
+    monkeypatch.setattr(Columns, "_decoded", decoded)
+    columns = Columns()
+    text = props.encode_properties({props.TAGS: "timeout", props.KEYS: "k1 k2", "UNIQ_KEY": "U"})
+    columns.add(_dead_letter(0, text) + _dead_letter(1, ""), 0, 10)
+    batch = columns.batch("b")
+    assert batch.column("msgId").to_pylist()[0] == "U"
+    assert batch.column("keys").to_pylist() == [["k1", "k2"], []]
+
+
+def test_a_property_named_twice_keeps_its_last_value() -> None:
+    columns = Columns()
+    columns.add(_dead_letter(0, _properties([(props.TAGS, "a"), (props.TAGS, "b")], True)), 0, 1)
+    batch = columns.batch("b")
+    assert batch.column("tags").to_pylist() == ["b"]
+    assert batch.column("properties").to_pylist() == [[(props.TAGS, "b")]]

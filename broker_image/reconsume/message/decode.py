@@ -64,6 +64,12 @@ def _host(packed: bytes) -> HostAddress:
     return host
 
 
+def head_of(buf: ReadableBuffer, pos: int) -> struct.Struct:
+    """The head layout (through bodyLength) of the record at ``pos``, by its sysFlag's two v6
+    bits."""
+    return _HEADS[_I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0] & _V6_BITS]
+
+
 def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool = True) -> int:
     """Validate the record at ``buf[pos:limit]`` without decoding it and return its size.
 
@@ -76,7 +82,7 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
     total, magic = _PREFIX.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
         raise BadMagicError(f"record at {pos}: magic {magic:#x} is not a message record's")
-    head = _HEADS[_I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0] & _V6_BITS]
+    head = head_of(buf, pos)
     if total > avail:
         raise TruncatedRecordError(
             f"record at {pos}: totalSize {total} but only {avail} bytes follow"
@@ -109,7 +115,7 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
 def decode_record(buf: ReadableBuffer, pos: int = 0, *, verify_crc: bool = False) -> StoredMessage:
     """Decode the record at ``buf[pos:]`` (validated as by :func:`check_record`)."""
     total = check_record(buf, pos, len(buf), verify_crc=verify_crc)
-    head = _HEADS[_I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0] & _V6_BITS]
+    head = head_of(buf, pos)
     (
         _total,
         _magic,

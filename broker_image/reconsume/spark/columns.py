@@ -14,34 +14,23 @@ wins; an entry without a name) is built by that slower path instead.
 
 from __future__ import annotations
 
-import struct
 import zlib
-from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reconsume.errors import BadMagicError, CodecError, RecordLengthError, TruncatedRecordError
+from reconsume.errors import CodecError
 from reconsume.message import properties as props
 from reconsume.message import sysflag
-from reconsume.message.codec import HEAD_LAYOUTS, MESSAGE_MAGIC_CODE, OFF_SYS_FLAG, host_length
-from reconsume.message.decode import iter_records
+from reconsume.message.address import HostAddress
+from reconsume.message.decode import check_record, head_of, iter_records
+from reconsume.message.ids import offset_msg_id
 from reconsume.message.model import StoredMessage
-from reconsume.message.offset_ranges import Range
+from reconsume.message.offset_ranges import Range, is_acked
 from reconsume.spark.schema import ARROW_SCHEMA, DEAD_LETTER_TIME, to_batch
 
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_PROPS_LEN = struct.Struct(">h")
-_V6_BITS = sysflag.BORNHOST_V6 | sysflag.STOREHOST_V6
-_HEADS = {
-    bits: HEAD_LAYOUTS[
-        (host_length(bits, sysflag.BORNHOST_V6), host_length(bits, sysflag.STOREHOST_V6))
-    ]
-    for bits in (0, sysflag.BORNHOST_V6, sysflag.STOREHOST_V6, _V6_BITS)
-}
 _MAP = ARROW_SCHEMA.field("properties").type
 _KEYS = ARROW_SCHEMA.field("keys").type
 _TIMESTAMP = ARROW_SCHEMA.field("bornTimestamp").type
@@ -154,17 +143,16 @@ class Columns:
         for body, low, high, skip in self.pulls:
             for message in iter_records(body):
                 offset = message.queue_offset
-                if low <= offset < high and not (skip and _skipped(skip, offset)):
+                if low <= offset < high and not (skip and is_acked(skip, offset)):
                     message.body = message.uncompressed_body()
-                    message.sys_flag &= ~sysflag.COMPRESSED
                     messages.append(message)
         return to_batch(messages, broker)
 
 
 def _walk(body: bytes, low: int, high: int, skip: Sequence[Range]) -> tuple[list[Any], ...]:
     """The columns Columns keeps, of the records of ``body`` that are taken; CodecError on a
-    malformed record (checked as :func:`reconsume.message.decode.check_record` does, but
-    for the body CRC, which reads do not check)."""
+    malformed record (:func:`reconsume.message.decode.check_record`, without the body CRC,
+    which reads do not check)."""
     queue_ids: list[int] = []
     queue_offsets: list[int] = []
     commit_log_offsets: list[int] = []
@@ -177,31 +165,17 @@ def _walk(body: bytes, low: int, high: int, skip: Sequence[Range]) -> tuple[list
     properties: list[bytes] = []
     pos = 0
     end = len(body)
-    unpack_i32 = _I32.unpack_from
-    unpack_i16 = _PROPS_LEN.unpack_from
     while pos < end:
-        if end - pos < 48:
-            raise TruncatedRecordError(f"record at {pos}: {end - pos} bytes, a header needs 48")
-        head = _HEADS[unpack_i32(body, pos + OFF_SYS_FLAG)[0] & _V6_BITS]
-        (total, magic, _crc, queue_id, _flag, queue_offset, physical, sys_flag, born_ts,
+        total = check_record(body, pos, end, verify_crc=False)
+        head = head_of(body, pos)
+        (_total, _magic, _crc, queue_id, _flag, queue_offset, physical, sys_flag, born_ts,
          _born_host, store_ts, store_host, reconsume_times, _prepared, body_len,
          ) = head.unpack_from(body, pos)  # fmt: skip
         record_end = pos + total
-        if magic != MESSAGE_MAGIC_CODE:
-            raise BadMagicError(f"record at {pos}: magic {magic:#x} is not a message record's")
-        if total > end - pos or total < head.size + 3:
-            raise TruncatedRecordError(f"record at {pos}: totalSize {total} does not fit")
         at = pos + head.size
         topic_at = at + body_len
-        if body_len < 0 or topic_at + 1 > record_end:
-            raise RecordLengthError(f"record at {pos}: body length {body_len} overruns")
-        props_len_at = topic_at + 1 + body[topic_at]
-        if props_len_at + 2 > record_end:
-            raise RecordLengthError(f"record at {pos}: topic length overruns totalSize")
-        props_at = props_len_at + 2
-        if props_at + unpack_i16(body, props_len_at)[0] != record_end:
-            raise RecordLengthError(f"record at {pos}: lengths disagree with totalSize")
-        if low <= queue_offset < high and not (skip and _skipped(skip, queue_offset)):
+        props_at = topic_at + 1 + body[topic_at] + 2
+        if low <= queue_offset < high and not (skip and is_acked(skip, queue_offset)):
             payload = body[at:topic_at]
             if sys_flag & sysflag.COMPRESSED:
                 try:
@@ -216,18 +190,13 @@ def _walk(body: bytes, low: int, high: int, skip: Sequence[Range]) -> tuple[list
             times.append(reconsume_times)
             store_hosts.append(store_host)
             bodies.append(payload)
-            topics.append(body[topic_at + 1 : props_len_at])
+            topics.append(body[topic_at + 1 : props_at - 2])
             properties.append(body[props_at:record_end])
         pos = record_end
     return (
         queue_ids, queue_offsets, commit_log_offsets, born, stored, times, store_hosts, bodies,
         topics, properties,
     )  # fmt: skip
-
-
-def _skipped(skip: Sequence[Range], offset: int) -> bool:
-    at = bisect_right(skip, (offset, 1 << 62)) - 1
-    return at >= 0 and skip[at][0] <= offset < skip[at][1]
 
 
 def _repeats_a_name(parents: pa.Array, names: pa.Array) -> bool:
@@ -253,10 +222,9 @@ def _or(first: pa.Array, second: pa.Array | None) -> pa.Array:
 
 def _with_offset_ids(ids: pa.Array, hosts: list[bytes], offsets: list[int]) -> pa.Array:
     """``ids`` with the offset message id where it is null (no UNIQ_KEY)."""
-    missing = ids.is_null().to_pylist()
     filled = [
-        (hosts[i] + _I64.pack(offsets[i])).hex().upper() if gone else value
-        for i, (gone, value) in enumerate(zip(missing, ids.to_pylist(), strict=True))
+        offset_msg_id(HostAddress.unpack(hosts[i]), offsets[i]) if value is None else value
+        for i, value in enumerate(ids.to_pylist())
     ]
     return pa.array(filled, pa.string())
 
