@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import signal
 import sys
@@ -18,9 +19,29 @@ under Sync flush every producer waits until that thread gets the GIL back to rel
 waiters. At 0.5 ms, 8 producer threads sending synchronously got 22 % more messages through and
 a p99 of 5 ms instead of 9 ms (bench/RESULTS.md)."""
 
+STOP_REPORT_S = 10.0
+"""A stop still going after this long prints the stack of every thread and every pending task
+to stderr, once: a server that does not exit on SIGTERM says where it waits before the
+kubelet's (or a test's) SIGKILL leaves nothing to read."""
+
+
+def _report_tasks(after_s: float) -> None:
+    log.warning("still stopping after %.1fs; pending tasks:", after_s)
+    for task in asyncio.all_tasks():
+        print(f"{task!r} waits in:", file=sys.stderr)
+        awaited: object = task.get_coro()
+        while frame := getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None):
+            code = frame.f_code
+            print(f"  {code.co_filename}:{frame.f_lineno} {code.co_name}", file=sys.stderr)
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+
 
 def run_until_signalled(
-    start: Callable[[], Awaitable[str]], stop: Callable[[], Awaitable[None]], name: str
+    start: Callable[[], Awaitable[str]],
+    stop: Callable[[], Awaitable[None]],
+    name: str,
+    *,
+    report_after_s: float = STOP_REPORT_S,
 ) -> int:
     """Start a server, print where it listens, and stop it cleanly on SIGTERM or SIGINT.
 
@@ -37,7 +58,13 @@ def run_until_signalled(
         print(f"{name} listening on {address}", flush=True)
         await stopping.wait()
         log.info("%s stopping", name)
-        await stop()
+        # threads too, and past the loop: asyncio.run then waits for its executor's threads
+        faulthandler.dump_traceback_later(report_after_s, file=sys.stderr)
+        report = loop.call_later(report_after_s, _report_tasks, report_after_s)
+        try:
+            await stop()
+        finally:
+            report.cancel()
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
@@ -50,4 +77,5 @@ def run_until_signalled(
         else:
             uvloop.install()
             asyncio.run(main())
+    faulthandler.cancel_dump_traceback_later()
     return 0

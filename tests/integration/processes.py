@@ -42,7 +42,9 @@ class ServerProcess:
             self.process.stdout.close()
 
     def stop(self, timeout_s: float = 15.0) -> int:
-        """SIGTERM, wait for exit, return the exit code."""
+        """SIGTERM, wait for exit, return the exit code; one still running after
+        ``timeout_s`` is killed and the error carries what it printed (a server still
+        stopping after 10 s prints the stacks of its threads and tasks)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
@@ -50,7 +52,11 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            raise
+            self._release()
+            tail = "".join(self.output)[-20000:]
+            raise TimeoutError(
+                f"{self.process.args} still ran {timeout_s}s after SIGTERM:\n{tail}"
+            ) from None
         finally:
             self._release()
 
