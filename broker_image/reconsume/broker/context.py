@@ -306,7 +306,8 @@ class BrokerContext:
         if self.store.settings.flush_mode is FlushMode.SYNC:
             durable = asyncio.wrap_future(self.store.durable(result.end_offset))
             try:
-                await asyncio.wait_for(asyncio.shield(durable), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(durable)
             except TimeoutError:
                 log.warning("fsync did not complete within %gs", timeout_s)
                 return ResponseCode.FLUSH_DISK_TIMEOUT, "FLUSH_DISK_TIMEOUT"

@@ -216,5 +216,6 @@ class RoleKeeper:
         if role.replicas.in_sync:
             stored = asyncio.wrap_future(role.replicas.caught_up(store.commitlog.write_offset))
             with contextlib.suppress(TimeoutError, StoreError):
-                await asyncio.wait_for(stored, HAND_OVER_WAIT_S)
+                async with asyncio.timeout(HAND_OVER_WAIT_S):
+                    await stored
         await failover.elector.release()

@@ -150,7 +150,8 @@ class Child:
             with contextlib.suppress(ProcessLookupError):
                 self._process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(asyncio.shield(self._process.wait()), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await asyncio.shield(self._process.wait())
             except TimeoutError:
                 log.warning("%s did not stop within %.0f s; killing it", self.name, timeout_s)
                 return await self.kill()

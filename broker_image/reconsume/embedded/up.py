@@ -49,7 +49,8 @@ async def run(
         _announce(environment, out)
         while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval_s)
+                async with asyncio.timeout(interval_s):
+                    await stopping.wait()
             if stopping.is_set():
                 break
             try:

@@ -223,7 +223,8 @@ class TlsListener:
         """Give ``sock`` to the loop (True) or leave it to be closed (False)."""
         peer = _peer_host(sock)
         try:
-            first = await asyncio.wait_for(peek(sock), FIRST_BYTE_TIMEOUT_S)
+            async with asyncio.timeout(FIRST_BYTE_TIMEOUT_S):
+                first = await peek(sock)
         except (OSError, TimeoutError):
             return False
         if not first:

@@ -243,8 +243,8 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[request.opaque] = future
-        # A timer on the future itself: asyncio.wait_for would add a second future, a done
-        # callback and more per request.
+        # A timer on the future itself: asyncio.timeout would add a handle and a context
+        # manager's work per request.
         timer = loop.call_later(timeout_s, _expire, future)
         try:
             self.send(request)
@@ -408,12 +408,10 @@ class RemotingClient:
             raise RemotingConnectError(f"address {address!r} is not host:port")
         loop = asyncio.get_running_loop()
         try:
-            _transport, connection = await asyncio.wait_for(
-                loop.create_connection(
+            async with asyncio.timeout(self._connect_timeout_s):
+                _transport, connection = await loop.create_connection(
                     lambda: Connection(self.dispatcher), host.strip("[]"), int(port), ssl=self.tls
-                ),
-                self._connect_timeout_s,
-            )
+                )
         except (OSError, TimeoutError) as exc:
             self.unreachable.add(address)
             raise RemotingConnectError(f"cannot connect to {address}: {exc}") from exc

@@ -524,3 +524,40 @@ def test_server_stop_closes_client_connections() -> None:
                 connection.send(RemotingCommand.request(ECHO))
 
     run(main())
+
+
+def test_a_cancel_arriving_as_a_connection_attempt_fails_stops_the_task() -> None:
+    """A task that loops over refused connections (a replica whose master is gone) stops when
+    cancelled, even when the cancel lands in the loop turn the refusal does."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        attempts: list[asyncio.Future[Any]] = []
+
+        def connect(*_args: object, **_kwargs: object) -> asyncio.Future[Any]:
+            attempt = loop.create_future()
+            if attempts:  # later ones are refused a turn later
+                loop.call_soon(attempt.set_exception, ConnectionRefusedError(111, "refused"))
+            attempts.append(attempt)
+            return attempt
+
+        loop.create_connection = connect  # type: ignore[method-assign,assignment]
+        client = RemotingClient(signer=None, tls=None)
+
+        gave_up = False
+
+        async def reconnecting() -> None:
+            while not gave_up:  # only ends the test when it failed
+                with contextlib.suppress(RemotingConnectError):
+                    await client.connection("127.0.0.1:9")
+
+        task = asyncio.create_task(reconnecting())
+        await eventually_async(lambda: bool(attempts), DEADLINE_S, "a connection attempt")
+        attempts[0].set_exception(ConnectionRefusedError(111, "Connection refused"))
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=DEADLINE_S)
+        gave_up = True
+        assert done, "the cancel was lost: the task reconnects forever"
+        assert task.cancelled()
+
+    run(scenario())

@@ -65,7 +65,8 @@ class LocalConnection(Connection):
             self.serve(request, checked=True)
             if future.done():  # answered at once (Async flush): no timer, no loop turn
                 return future.result()
-            return await asyncio.wait_for(future, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await future
         except TimeoutError as exc:
             raise RemotingTimeoutError(
                 f"{request.describe()}: no answer from the broker within {timeout_s:g}s"

@@ -75,7 +75,8 @@ class GrpcServer:
             connection.go_away()
         if self.connections:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), grace_s)
+                async with asyncio.timeout(grace_s):
+                    await self._idle.wait()
         for connection in list(self.connections):
             if connection.transport is not None:
                 connection.transport.abort()
