@@ -39,6 +39,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -52,6 +53,7 @@ from typing import Any
 
 from bench.common import DEFAULT_OUT, data_dir, loadavg, machine_info, write_json
 from bench.servers import BROKER_NAME, cpu_seconds, servers, small_segments_config, start_broker
+from bench.spark_standalone import standalone_cluster
 from reconsume.client.admin import AdminClient
 from reconsume.client.producer import Producer
 from reconsume.message import properties as props
@@ -73,6 +75,10 @@ FILL_IN_FLIGHT = 8
 RECONSUME_TIMES = 16
 DRIVER_MEMORY = "2g"
 MASTER = "local[2]"
+STANDALONE = re.compile(r"^standalone:([1-9][0-9]?)$")
+"""``--master standalone:N``: a Spark standalone master and N one-core workers on 127.0.0.1."""
+EXECUTOR_MEMORY = "1g"
+WORKER_MEMORY = "2g"
 CASES = ("read", "drain", "reprocess", "reprocess-filtered", "purge")
 PY_SPY = Path(sys.executable).with_name("py-spy")
 
@@ -285,14 +291,19 @@ async def topic_depth(namesrv: str, topic: str) -> int:
 
 
 # ---------------------------------------------------------------------- Spark
-def spark_session(master: str = MASTER, driver_memory: str = DRIVER_MEMORY) -> Any:
-    """The benchmark's SparkSession (the Python workers run this interpreter)."""
+def spark_session(
+    master: str = MASTER, driver_memory: str = DRIVER_MEMORY, cores_max: int | None = None
+) -> Any:
+    """The benchmark's SparkSession (the Python workers run this interpreter); with a
+    ``spark://`` master, executors of one core and ``executor_memory`` each, ``cores_max``
+    cores in all."""
     from pyspark.sql import SparkSession
 
     from reconsume.spark.source import ReconsumeDataSource
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver JVM binds loopback only
     session = (
         SparkSession.builder.master(master)
         .appName("reconsume-bench-dlq-jobs")
@@ -302,8 +313,15 @@ def spark_session(master: str = MASTER, driver_memory: str = DRIVER_MEMORY) -> A
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    if master.startswith("spark://"):
+        session = (
+            session.config("spark.executor.cores", "1")
+            .config("spark.executor.memory", EXECUTOR_MEMORY)
+            .config("spark.cores.max", str(cores_max or 1))
+            .config("spark.default.parallelism", str(cores_max or 1))
+        )
+    session = session.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(ReconsumeDataSource)
     return session
@@ -514,6 +532,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5,000 messages: a smoke run")
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated subset")
     parser.add_argument("--driver-memory", default=DRIVER_MEMORY, help="spark.driver.memory")
+    parser.add_argument(
+        "--master",
+        default=MASTER,
+        help="local[N], or standalone:N for a Spark standalone master with N one-core workers "
+        f"started here (default {MASTER})",
+    )
     parser.add_argument("--write-json", type=Path, metavar="JSON", help="write the results here")
     parser.add_argument(
         "--data-dir", type=Path, help="where stores and archives go (default: bench/out/data)"
@@ -540,8 +564,22 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(data_root),
     }
     log(f"dead-letter jobs: {sizes.messages:,} dead letters of {sizes.body_bytes} B per case")
-    with two_brokers(data_root) as namesrv, data_dir(data_root, "dlq-jobs-work") as work:
-        spark = spark_session(driver_memory=args.driver_memory)
+    standalone = STANDALONE.match(args.master)
+    if standalone is None and not args.master.startswith("local"):
+        raise SystemExit(f"--master {args.master}: local[N] or standalone:N")
+    with ExitStack() as stack:
+        namesrv = stack.enter_context(two_brokers(data_root))
+        work = stack.enter_context(data_dir(data_root, "dlq-jobs-work"))
+        master, cores_max = args.master, None
+        if standalone is not None:
+            workers = int(standalone.group(1))
+            cluster = stack.enter_context(standalone_cluster(
+                work / "spark", workers=workers, memory=WORKER_MEMORY))  # fmt: skip
+            master, cores_max = cluster.master_url, cluster.cores
+            document["standalone"] = {"workers": workers, "cores_per_worker": 1,
+                                      "worker_memory": WORKER_MEMORY,
+                                      "executor_memory": EXECUTOR_MEMORY}  # fmt: skip
+        spark = spark_session(master, args.driver_memory, cores_max)
         try:
             document.update(measure(namesrv, spark, sizes, work, cases=cases,
                                     profile=args.profile))  # fmt: skip

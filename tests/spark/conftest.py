@@ -31,6 +31,8 @@ def spark() -> Iterator[Any]:
     # The Python workers run this interpreter, which has reconsume installed.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Every Spark service on loopback, never on the machine's interface address.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     session = (
         SparkSession.builder.master("local[2]")
         .appName("reconsume-tests")

@@ -106,6 +106,10 @@ def resource_conf(spec: DeadLetterJobSpec) -> dict[str, str]:
         conf["spark.executor.instances"] = str(spec.executor_instances)
         conf["spark.executor.cores"] = str(spec.executor_cores)
         conf["spark.executor.memory"] = spec.executor_memory
+    if spec.master.startswith("spark://"):
+        # A standalone master ignores spark.executor.instances and gives an application every
+        # free core of the cluster; this caps it at what the spec asks for.
+        conf["spark.cores.max"] = str(spec.executor_instances * spec.executor_cores)
     return conf
 
 

@@ -168,7 +168,7 @@ def test_a_spark_master_gets_the_executors_the_operator_would_ask_for() -> None:
     conf = [arguments[i + 1] for i, a in enumerate(arguments) if a == "--conf"]
     assert conf == [
         "spark.driver.cores=1", "spark.driver.memory=1g", "spark.executor.instances=3",
-        "spark.executor.cores=1", "spark.executor.memory=1g",
+        "spark.executor.cores=1", "spark.executor.memory=1g", "spark.cores.max=3",
     ]  # fmt: skip
 
 

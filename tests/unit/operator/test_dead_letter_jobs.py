@@ -137,9 +137,10 @@ def test_spark_settings_become_conf_flags_and_spec_conf_overrides_the_resources(
         "spark.executor.instances": "4",
         "spark.executor.cores": "3",
         "spark.executor.memory": "5g",
+        "spark.cores.max": "12",  # a standalone master would give it every free core
         "spark.sql.shuffle.partitions": "8",
     }
-    assert argv.count("--conf") == 6
+    assert argv.count("--conf") == 7
 
 
 # ------------------------------------------------------------------ the Job
