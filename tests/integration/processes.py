@@ -52,13 +52,10 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            self._release()
-            tail = "".join(self.output)[-20000:]
-            raise TimeoutError(
-                f"{self.process.args} still ran {timeout_s}s after SIGTERM:\n{tail}"
-            ) from None
         finally:
-            self._release()
+            self._release()  # the pump has read everything once this returns
+        tail = "".join(self.output)[-20000:]
+        raise TimeoutError(f"{self.process.args} still ran {timeout_s}s after SIGTERM:\n{tail}")
 
     def kill(self) -> None:
         if self.process.poll() is None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any
 
 from reconsume.errors import (
     BadMagicError,
@@ -111,38 +110,6 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
         if stored_crc != actual:
             raise BodyCrcError(f"record at {pos}: body CRC {stored_crc} but the body's is {actual}")
     return int(total)
-
-
-def checked_head(
-    buf: ReadableBuffer, pos: int, limit: int
-) -> tuple[struct.Struct, tuple[Any, ...]]:
-    """The head layout of the record at ``buf[pos:limit]`` and its fields (totalSize through
-    bodyLength, as ``head_of(buf, pos).unpack_from`` gives them), the record checked as
-    :func:`check_record` checks it without the body CRC, raising its error otherwise. For
-    readers that take records apart themselves: one unpack serves the checks and the reader."""
-    avail = limit - pos
-    if avail >= PREFIX_SIZE:
-        head = head_of(buf, pos)
-        if avail >= head.size:
-            fields = head.unpack_from(buf, pos)
-            total = fields[0]
-            body_len = fields[-1]
-            if (
-                fields[1] == MESSAGE_MAGIC_CODE
-                and head.size + 3 <= total <= avail
-                and body_len >= 0
-            ):
-                end = pos + total
-                topic_at = pos + head.size + body_len
-                if topic_at + 1 <= end:
-                    props_len_at = topic_at + 1 + _I8.unpack_from(buf, topic_at)[0]
-                    if (
-                        topic_at + 1 <= props_len_at <= end - 2
-                        and props_len_at + 2 + _PROPS_LEN.unpack_from(buf, props_len_at)[0] == end
-                    ):
-                        return head, fields
-    check_record(buf, pos, limit, verify_crc=False)  # raises the error that says what is wrong
-    raise RecordLengthError(f"record at {pos}: malformed")  # not reached: the checks agree
 
 
 def decode_record(buf: ReadableBuffer, pos: int = 0, *, verify_crc: bool = False) -> StoredMessage:

@@ -25,7 +25,7 @@ from reconsume.errors import CodecError
 from reconsume.message import properties as props
 from reconsume.message import sysflag
 from reconsume.message.address import HostAddress
-from reconsume.message.decode import checked_head, iter_records
+from reconsume.message.decode import check_record, head_of, iter_records
 from reconsume.message.ids import offset_msg_id
 from reconsume.message.model import StoredMessage
 from reconsume.message.offset_ranges import Range, is_acked
@@ -151,7 +151,7 @@ class Columns:
 
 def _walk(body: bytes, low: int, high: int, skip: Sequence[Range]) -> tuple[list[Any], ...]:
     """The columns Columns keeps, of the records of ``body`` that are taken; CodecError on a
-    malformed record (:func:`reconsume.message.decode.checked_head`: no body CRC,
+    malformed record (:func:`reconsume.message.decode.check_record`, without the body CRC,
     which reads do not check)."""
     queue_ids: list[int] = []
     queue_offsets: list[int] = []
@@ -166,10 +166,11 @@ def _walk(body: bytes, low: int, high: int, skip: Sequence[Range]) -> tuple[list
     pos = 0
     end = len(body)
     while pos < end:
-        head, fields = checked_head(body, pos, end)
-        (total, _magic, _crc, queue_id, _flag, queue_offset, physical, sys_flag, born_ts,
+        total = check_record(body, pos, end, verify_crc=False)
+        head = head_of(body, pos)
+        (_total, _magic, _crc, queue_id, _flag, queue_offset, physical, sys_flag, born_ts,
          _born_host, store_ts, store_host, reconsume_times, _prepared, body_len,
-         ) = fields  # fmt: skip
+         ) = head.unpack_from(body, pos)  # fmt: skip
         record_end = pos + total
         at = pos + head.size
         topic_at = at + body_len

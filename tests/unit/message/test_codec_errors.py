@@ -27,9 +27,7 @@ from reconsume.message.codec import (
 )
 from reconsume.message.decode import (
     check_record,
-    checked_head,
     decode_record,
-    head_of,
     iter_records,
 )
 from reconsume.message.model import StoredMessage
@@ -307,38 +305,3 @@ def test_random_bytes_with_valid_magic(head: bytes, tail: bytes) -> None:
     buf = bytearray(head + tail)
     struct.pack_into(">ii", buf, 0, len(buf), -626843481)
     _decode_or_codec_error(bytes(buf))
-
-
-def _checked(buf: bytes, limit: int) -> tuple[Any, ...] | type[CodecError]:
-    try:
-        head, values = checked_head(buf, 0, limit)
-    except CodecError as exc:
-        return type(exc)
-    assert head is head_of(buf, 0)
-    return tuple(values)
-
-
-def _checked_as_check_record_says(buf: bytes, limit: int) -> tuple[Any, ...] | type[CodecError]:
-    try:
-        check_record(buf, 0, limit, verify_crc=False)
-    except CodecError as exc:
-        return type(exc)
-    return tuple(head_of(buf, 0).unpack_from(buf, 0))
-
-
-@given(
-    st.sampled_from(SAMPLES),
-    st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=4),
-    st.integers(0, 200),
-)
-def test_checked_head_agrees_with_check_record(
-    raw: bytes, flips: list[tuple[int, int]], cut: int
-) -> None:
-    """The same records pass both, with the same error class when not, and the head fields
-    are those the record's layout unpacks."""
-    buf = bytearray(raw)
-    for at, mask in flips:
-        buf[at % len(buf)] ^= mask
-    data = bytes(buf)
-    limit = max(0, len(data) - cut)
-    assert _checked(data, limit) == _checked_as_check_record_says(data, limit)
