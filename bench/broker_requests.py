@@ -12,6 +12,12 @@ best and median of the runs: what ``bench.client_throughput`` runs through the b
 request, minus the kernel's socket work and the wake-ups between processes. A third line
 times the client's side of a pull: decoding the records of a pull response
 (``reconsume.message.decode``), per record.
+
+The last two lines are a master under Sync replication (Async flush), per send: a read of 8
+sends (8 producer threads on one connection, as Apache RocketMQ's Java client sends them) or of
+one, the held ``REPLICATE_LOG`` answered with them, the replica's next request acknowledging
+them and releasing their answers; with the writes each costs (a loopback write also runs the
+receiver's TCP path in the kernel, which instruction counts do not see).
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench.common import BENCH_DIR, DEFAULT_OUT, body_of, data_dir, median
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.pull import PullProcessor
+from reconsume.broker.replicas import ReplicaSet
+from reconsume.broker.replication import ReplicationProcessor
 from reconsume.broker.send import SendProcessor
 from reconsume.broker.server import guarded
 from reconsume.broker.settings import BrokerSettings
@@ -45,6 +54,8 @@ from reconsume.wire.transport import Connection, Dispatcher
 TOPIC = "BenchRequests"
 QUEUES = 8
 RECORDS_PER_PULL = 32
+REPLICATED = {"replicated8": 8, "replicated1": 1}
+"""The replicated cases and the sends of each read."""
 
 
 class _Transport:
@@ -105,6 +116,50 @@ async def _drive(connection: Connection, transport: _Transport, frames: list[byt
     return time.thread_time() - cpu
 
 
+def replicate_frame(offset: int) -> bytes:
+    """The replica's next request: the log after ``offset``, everything below it stored."""
+    fields = {"replicaId": "bench-replica", "offset": str(offset), "ackOffset": str(offset)}
+    fields["maxBytes"] = str(1 << 20)
+    return encode_frame(RemotingCommand.request(RequestCode.REPLICATE_LOG, fields))
+
+
+async def _replicated(
+    context: BrokerContext, dispatcher: Dispatcher, sends: list[bytes], per_read: int
+) -> tuple[float, int]:
+    """CPU seconds and writes of a master answering ``sends``, ``per_read`` to a read, each
+    read's acknowledged by its replica before the next."""
+    store = context.store
+    replicas = ReplicaSet(
+        log_end=lambda: store.commitlog.write_offset, sync=True, lag_max_s=10.0,
+        accept_alone=False,
+    )  # fmt: skip
+    processor = ReplicationProcessor(context, replicas, epoch=lambda: 1, hold_s=3600.0)
+    dispatcher.register(RequestCode.REPLICATE_LOG, guarded(processor.replicate))
+    context.replicas = replicas
+    context.log_grew = partial(dispatcher.after_read, processor.log_grew)
+    producer, replica = _Transport(), _Transport()
+    to_producer, to_replica = Connection(dispatcher), Connection(dispatcher)
+    to_producer.connection_made(producer)  # type: ignore[arg-type]
+    to_replica.connection_made(replica)  # type: ignore[arg-type]
+    to_replica.data_received(replicate_frame(store.commitlog.write_offset))  # joins, held
+    await asyncio.sleep(0)
+    reads = [b"".join(sends[i : i + per_read]) for i in range(0, len(sends), per_read)]
+    cpu = time.thread_time()
+    for read in reads:
+        answered = producer.written
+        to_producer.data_received(read)  # appended; the held request answered
+        for _ in range(2):  # a held request's answer may come from a task
+            await asyncio.sleep(0)
+        to_replica.data_received(replicate_frame(store.commitlog.write_offset))
+        for _ in range(2):
+            await asyncio.sleep(0)
+        if producer.written == answered:
+            raise RuntimeError("the replica's acknowledgement answered no send")
+    cpu = time.thread_time() - cpu
+    context.replicas = None
+    return cpu, producer.written + replica.written
+
+
 async def _measure(
     directory: Path, count: int, repeats: int, only: str | None = None, dry: bool = False
 ) -> dict[str, Any]:
@@ -115,6 +170,8 @@ async def _measure(
     store_settings = StoreSettings(flush_mode=FlushMode.ASYNC, commit_log_segment_bytes=64 << 20)
     store = MessageStore(directory, store_settings, background=False)
     result: dict[str, Any] = {"send_us": [], "pull_us": [], "decode_us": []}
+    result.update({f"{kind}_us": [] for kind in REPLICATED})
+    result.update({f"{kind}_writes": 0.0 for kind in REPLICATED})
     try:
         context = BrokerContext(settings, store, HostAddress.parse("127.0.0.1:10911"), lambda: None)
         context.prepare_default_topic()
@@ -147,6 +204,11 @@ async def _measure(
                 list(iter_records(pulled))
             cpu = time.thread_time() - cpu
             result["decode_us"].append(cpu / (bodies * RECORDS_PER_PULL) * 1e6)
+        for kind, per_read in REPLICATED.items():
+            for _ in range(runs if only in (None, kind) else 0):
+                cpu, writes = await _replicated(context, dispatcher, sends, per_read)
+                result[f"{kind}_us"].append(cpu / count * 1e6)
+                result[f"{kind}_writes"] = writes / count
     finally:
         store.close()
     return result
@@ -184,13 +246,16 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="count instructions per request under valgrind instead of timing (n=2000)",
     )
-    parser.add_argument("--only", choices=("send", "pull", "decode"), help=argparse.SUPPRESS)
+    kinds = ("send", "pull", "decode", *REPLICATED)
+    parser.add_argument("--only", choices=kinds, help=argparse.SUPPRESS)
     parser.add_argument("--dry", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     labels = {
         "send": "SEND_MESSAGE_V2 (1 KiB), broker",
         "pull": "PULL_MESSAGE (32 of 1 KiB), broker",
         "decode": "decoding a pulled record, client (message.decode.iter_records)",
+        "replicated8": "SEND_MESSAGE_V2 under Sync replication, 8 a read, master",
+        "replicated1": "SEND_MESSAGE_V2 under Sync replication, 1 a read, master",
     }
     if args.instructions:
         for kind, label in labels.items():
@@ -201,7 +266,9 @@ def main(argv: list[str] | None = None) -> None:
     for kind, label in labels.items():
         runs = result[f"{kind}_us"]
         if runs:
-            print(f"{label}: best {min(runs):.1f} median {median(runs):.1f} CPU µs each")
+            writes = result.get(f"{kind}_writes")
+            extra = "" if writes is None else f", {writes:.2f} writes each"
+            print(f"{label}: best {min(runs):.1f} median {median(runs):.1f} CPU µs each{extra}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from reconsume.broker.consumers import ConsumerRegistry
+from reconsume.broker.flush_answers import FlushAnswers
 from reconsume.broker.locks import LockTable
 from reconsume.broker.longpoll import PullWaiters
 from reconsume.broker.replicas import ReplicaSet
@@ -98,6 +99,9 @@ class BrokerContext:
         take over hold); None: the whole log is read."""
         self.log_grew: Callable[[], None] = nothing
         """Told after every append (a master's held replication requests answer at once)."""
+        self.flush_answers = FlushAnswers(store.durable)
+        """Writes waiting for their fsync under Sync flush (the server makes its releases
+        batch their answers as a read does: :meth:`Dispatcher.as_read`)."""
 
     # ------------------------------------------------------------------ topics
     def topic(self, name: str) -> TopicConfig | None:
@@ -283,19 +287,33 @@ class BrokerContext:
             replicas is not None and replicas.sync
         )
 
-    def answer_when_replicated(self, result: PutResult, answer: Callable[[int], None]) -> bool:
-        """Under Sync replication with Async flush: call ``answer`` with SUCCESS once
-        ``result`` counts as stored on the replicas, from the code that releases it (no task,
-        no turn of the event loop), or with the code :meth:`durable` gives; True. False under
-        Sync flush or without Sync replication (:meth:`durable` waits then)."""
-        replicas = self.replicas
-        if self.store.settings.flush_mode is FlushMode.SYNC or replicas is None:
-            return False
-        if not replicas.sync:
-            return False
+    def answer_when_stored(self, result: PutResult, answer: Callable[[int], None]) -> None:
+        """Call ``answer`` with SUCCESS once ``result`` counts as stored — its fsync under Sync
+        flush, then every in-sync replica's acknowledgement under Sync replication — or with
+        the code :meth:`durable` would give, from the code that releases it: no task per
+        write, and the answers one release makes leave in one write per connection. For a
+        broker that :attr:`waits_for_storage`."""
         timeout_s = self.settings.sync_flush_timeout_ms / 1000
-        replicas.wait(_Answer(answer, timeout_s), result.end_offset)
-        return True
+        if self.store.settings.flush_mode is not FlushMode.SYNC:
+            self._when_replicated(result.end_offset, timeout_s, answer)
+            return
+
+        def flushed(code: int) -> None:
+            if code == ResponseCode.SUCCESS:
+                self._when_replicated(result.end_offset, timeout_s, answer)
+            else:
+                answer(code)
+
+        self.flush_answers.wait(result.end_offset, timeout_s, flushed)
+
+    def _when_replicated(
+        self, end_offset: int, timeout_s: float, answer: Callable[[int], None]
+    ) -> None:
+        replicas = self.replicas
+        if replicas is None or not replicas.sync:
+            answer(ResponseCode.SUCCESS)
+        else:
+            replicas.wait(_Answer(answer, timeout_s), end_offset)
 
     async def durable(self, result: PutResult) -> tuple[int, str]:
         """Wait until ``result`` counts as stored: under Sync flush its fsync, under Sync

@@ -27,7 +27,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,22 +50,16 @@ _TOLD_LIMIT = "reconsume.toldReadLimit"
 _UNTOLD = -1
 
 
-def _settle(future: asyncio.Future[RemotingCommand | None], answer: RemotingCommand | None) -> None:
-    if not future.done():
-        future.set_result(answer)
-
-
 @dataclass(eq=False, slots=True)
 class _Held:
-    """A replica's request held at the end of the log."""
+    """A replica's request held at the end of the log, answered from :meth:`log_grew` or when
+    its timer fires (no task waits for it)."""
 
     request: RemotingCommand
     connection: Connection
     replica_id: str
     offset: int
     max_bytes: int
-    answered: asyncio.Future[RemotingCommand | None]
-    """The handler's result: the answer when the hold expires, None when answered early."""
     timer: asyncio.TimerHandle = field(init=False)
 
 
@@ -150,12 +144,11 @@ class ReplicationProcessor:
             for request in held:
                 request.timer.cancel()
                 request.connection.reply(request.request, self._answer_held(request))
-                _settle(request.answered, None)
 
     def _expire(self, held: _Held) -> None:
         """``hold_s`` passed with nothing appended: answer with what there is."""
         self._held.discard(held)
-        _settle(held.answered, self._answer_held(held))
+        held.connection.reply(held.request, self._answer_held(held))
 
     def _answer_held(self, held: _Held) -> RemotingCommand:
         try:
@@ -221,43 +214,41 @@ class ReplicationProcessor:
         )
         return request.respond(body=json.dumps(answer).encode())
 
-    def replicate(
-        self, request: RemotingCommand, connection: Connection
-    ) -> RemotingCommand | Awaitable[RemotingCommand | None]:
-        """The answer at once when there is log to send (or the read limit to tell), else an
-        awaitable of it once the log grows or ``hold_s`` passes. The acknowledgement is taken
-        as the request arrives: a Sync write waiting for it is released without a turn of the
-        event loop in between."""
+    def replicate(self, request: RemotingCommand, connection: Connection) -> RemotingCommand | None:
+        """The answer at once when there is log to send (or the read limit to tell), else None:
+        the request is held, answered once the log grows or ``hold_s`` passes. The
+        acknowledgement is taken as the request arrives: a Sync write waiting for it is
+        released without a turn of the event loop in between."""
         replica_id = request.ext_fields.get("replicaId") or connection.peer
         offset = _field(request, "offset")
         acked = _field(request, "ackOffset")
         max_bytes = min(max(_field(request, "maxBytes"), 1), MAX_CHUNK_BYTES)
         store = self.context.store
-        if acked > offset or offset > store.commitlog.write_offset:
+        end = store.commitlog.write_offset
+        if acked > offset or offset > end:
             # a replica cannot hold more than it asks after, nor more than this log: believing
             # it would let it into the in-sync set and hold Sync writes for it
             return request.respond(
                 ResponseCode.SYSTEM_ERROR,
                 f"handshake again: offset {offset} and ackOffset {acked} are not within this "
-                f"log [{store.commitlog.min_offset}, {store.commitlog.write_offset}]",
+                f"log [{store.commitlog.min_offset}, {end}]",
             )
         connection.attributes[_REPLICA_ID] = replica_id
         self.replicas.seen(replica_id, connection.peer, offset, acked, time.monotonic())
+        if offset == end and connection.attributes.get(
+            _TOLD_LIMIT, _UNTOLD
+        ) == self.replicas.read_limit_for(replica_id):
+            # Held until an append (or the read limit moving) answers it from log_grew, in the
+            # appending handler itself: no turn of the event loop between a Sync write and
+            # its replication.
+            held = _Held(request, connection, replica_id, offset, max_bytes)
+            held.timer = asyncio.get_running_loop().call_later(self.hold_s, self._expire, held)
+            self._held.add(held)
+            return None
         try:
             data = store.read_log(offset, max_bytes)
         except ReplicationError as exc:
             return request.respond(ResponseCode.SYSTEM_ERROR, f"handshake again: {exc}")
-        told = connection.attributes.get(_TOLD_LIMIT, _UNTOLD)
-        if not data and told == self.replicas.read_limit_for(replica_id):
-            # Held until an append (or the read limit moving) answers it from log_grew, in the
-            # appending handler itself: no turn of the event loop between a Sync write and
-            # its replication.
-            loop = asyncio.get_running_loop()
-            answered: asyncio.Future[RemotingCommand | None] = loop.create_future()
-            held = _Held(request, connection, replica_id, offset, max_bytes, answered)
-            held.timer = loop.call_later(self.hold_s, self._expire, held)
-            self._held.add(held)
-            return answered
         return self._answer(request, connection, replica_id, offset, data)
 
     def _answer(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 
 from reconsume.broker.context import BrokerContext
 from reconsume.engine.retry import (
@@ -114,12 +114,10 @@ class SendProcessor:
             {props.CLUSTER: context.settings.cluster_name}
         )
 
-    def send(
-        self, request: RemotingCommand, connection: Connection
-    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
-        """The response; under Sync flush an awaitable of it (answered after the fsync); under
-        Sync replication alone None, the answer sent by whatever releases the write. Under
-        Async flush and replication the answer is made at once: no task per send."""
+    def send(self, request: RemotingCommand, connection: Connection) -> RemotingCommand | None:
+        """The response; None when the write counts as stored only once fsynced (Sync flush)
+        or acknowledged by the replicas (Sync replication): the answer is sent by whatever
+        releases it (:meth:`BrokerContext.answer_when_stored`), no task per send."""
         header = parse_send_header(request)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
         try:
@@ -297,7 +295,7 @@ class SendProcessor:
         connection: Connection,
         requests: Sequence[PutRequest],
         queue_id: int,
-    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    ) -> RemotingCommand | None:
         store = self.context.store
         try:
             if len(requests) == 1:
@@ -325,21 +323,14 @@ class SendProcessor:
         elif topic == TIMER_TOPIC:
             context.timer_appended()
         if context.waits_for_storage:
-            if context.answer_when_replicated(
+            context.answer_when_stored(
                 results[-1],
                 lambda code: connection.reply(
                     request, self._answer(request, results, queue_id, code)
                 ),
-            ):
-                return None
-            return self._answer_when_durable(request, results, queue_id)
+            )
+            return None
         return self._answer(request, results, queue_id, ResponseCode.SUCCESS)
-
-    async def _answer_when_durable(
-        self, request: RemotingCommand, results: Sequence[PutResult], queue_id: int
-    ) -> RemotingCommand:
-        code, _detail = await self.context.durable(results[-1])
-        return self._answer(request, results, queue_id, code)
 
     def _answer(
         self, request: RemotingCommand, results: Sequence[PutResult], queue_id: int, code: int

@@ -263,6 +263,7 @@ class Broker:
             delays,
             topics_registered=registrar.registered,
         )
+        context.flush_answers.as_read = self.dispatcher.as_read
         roles = self._roles = RoleKeeper(
             context,
             settings,

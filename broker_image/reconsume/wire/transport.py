@@ -49,6 +49,12 @@ class Dispatcher:
         self._after_read: list[Callable[[], None]] = []
         """What :meth:`after_read` put off until that read is done (empty on most reads: no
         list is made per read)."""
+        self._corked: list[Connection] = []
+        """Connections written to while that read is dispatched, their frames held in their
+        outboxes until it is done (:meth:`Connection.send`)."""
+        self._direct: Connection | None = None
+        """The connection of a read of one request: its answer is the read's one write to it
+        and leaves at once, without an outbox."""
 
     def register(self, code: int, handler: Handler) -> None:
         self._handlers[code] = handler
@@ -67,16 +73,38 @@ class Dispatcher:
         elif callback not in self._after_read:
             self._after_read.append(callback)
 
-    def _read_done(self) -> None:
-        self._reading = False
-        if not self._after_read:
+    def as_read(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` as a read is dispatched (at once, within one that is): what it
+        writes to each connection leaves in one write when it returns, and what it puts off
+        with :meth:`after_read` runs then. Writes that one event releases together — the sends
+        one fsync made durable — leave together so."""
+        if self._reading:
+            callback()
             return
-        pending, self._after_read = self._after_read, []
-        for callback in pending:
-            try:
-                callback()
-            except Exception:
-                log.exception("%s: a callback after a read failed", self.name)
+        self._reading = True
+        self._direct = None
+        try:
+            callback()
+        finally:
+            self._read_done()
+
+    def _read_done(self) -> None:
+        """The read is dispatched: the callbacks put off until now run (they write at once: a
+        master's answers to its replicas are what its Sync writes wait for), then each
+        connection written to during the read gets what was written to it in one write."""
+        self._reading = False
+        self._direct = None
+        if self._after_read:
+            pending, self._after_read = self._after_read, []
+            for callback in pending:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("%s: a callback after a read failed", self.name)
+        if self._corked:
+            corked, self._corked = self._corked, []
+            for connection in corked:
+                connection._uncork()
 
 
 class Connection(asyncio.Protocol):
@@ -103,8 +131,10 @@ class Connection(asyncio.Protocol):
         self.attributes: dict[str, Any] = {}
         """Per-connection state owned by the application (e.g. the client id)."""
         self._outbox: list[bytes] | None = None
-        """While one read is dispatched: the frames its handlers answered at once, written
-        together when it is done (one write instead of one per request)."""
+        """While a read of any connection of the dispatcher is dispatched: the frames written
+        to this one, written together when the read is done (one write instead of one per
+        frame: the answers to the requests of one read, or the Sync-replicated sends one
+        replica acknowledgement releases)."""
 
     # -------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -127,9 +157,9 @@ class Connection(asyncio.Protocol):
             return
         dispatcher = self._dispatcher
         outer = not dispatcher._reading
-        dispatcher._reading = True
-        if len(commands) > 1:
-            self._outbox = []
+        if outer:
+            dispatcher._reading = True
+            dispatcher._direct = self if len(commands) == 1 else None
         try:
             for command in commands:
                 if command.is_response:
@@ -141,9 +171,6 @@ class Connection(asyncio.Protocol):
         finally:
             if outer:
                 dispatcher._read_done()
-            outbox, self._outbox = self._outbox, None
-            if outbox and self._transport is not None and not self._transport.is_closing():
-                self._transport.write(b"".join(outbox))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
@@ -231,12 +258,21 @@ class Connection(asyncio.Protocol):
     # -------------------------------------------------------------- requests out
     def send(self, command: RemotingCommand) -> None:
         """Write one command (no answer expected or already an answer)."""
-        if self._transport is None or self._transport.is_closing():
+        transport = self._transport
+        if transport is None or transport.is_closing():
             raise RemotingConnectError(f"connection to {self.peer} is closed")
         if self._outbox is not None:
             self._outbox.append(encode_frame(command))
+        elif self._dispatcher._reading and self._dispatcher._direct is not self:
+            self._outbox = [encode_frame(command)]
+            self._dispatcher._corked.append(self)
         else:
-            self._transport.write(encode_frame(command))
+            transport.write(encode_frame(command))
+
+    def _uncork(self) -> None:
+        outbox, self._outbox = self._outbox, None
+        if outbox and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its response."""

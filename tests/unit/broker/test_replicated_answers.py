@@ -1,6 +1,6 @@
-"""A send under Sync replication (Async flush) is answered by whatever releases its write: at
-once when a replica acknowledges it, SLAVE_NOT_AVAILABLE with nobody in sync,
-FLUSH_SLAVE_TIMEOUT when the acknowledgement does not come in time — once each."""
+"""A send under Sync replication is answered by whatever releases its write: at once when a
+replica acknowledges it (under Sync flush, after its fsync), SLAVE_NOT_AVAILABLE with nobody in
+sync, FLUSH_SLAVE_TIMEOUT when the acknowledgement does not come in time — once each."""
 
 from __future__ import annotations
 
@@ -13,11 +13,15 @@ import pytest
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.replicas import ReplicaSet
 from reconsume.store import FlushMode, StoreSettings
-from reconsume.store.requests import PutResult
+from reconsume.store.requests import PutRequest, PutResult
 from reconsume.wire.codes import ResponseCode
 
 from ...polling import eventually_async
 from ._context import sync_replicated_context
+
+
+def put() -> PutRequest:
+    return PutRequest(topic="T", queue_id=0, body=b"x", properties="")
 
 
 def stored(end: int) -> PutResult:
@@ -39,11 +43,11 @@ def test_an_acknowledged_write_is_answered_by_the_acknowledgement(context: Broke
         assert replicas is not None
         replicas.seen("a", "x", 1000, 1000, now_s=0.0)  # in sync
         answers: list[int] = []
-        assert context.answer_when_replicated(stored(1100), answers.append)
+        context.answer_when_stored(stored(1100), answers.append)
         assert answers == []
         replicas.seen("a", "x", 1100, 1100, now_s=0.1)
         assert answers == [ResponseCode.SUCCESS]  # told by the acknowledgement itself
-        assert context.answer_when_replicated(stored(1050), answers.append)
+        context.answer_when_stored(stored(1050), answers.append)
         assert answers == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]  # already there
 
     asyncio.run(scenario())
@@ -54,11 +58,11 @@ def test_a_write_nobody_acknowledges_is_refused_or_times_out_once(context: Broke
         replicas = context.replicas
         assert replicas is not None
         refused: list[int] = []
-        assert context.answer_when_replicated(stored(1100), refused.append)
+        context.answer_when_stored(stored(1100), refused.append)
         assert refused == [ResponseCode.SLAVE_NOT_AVAILABLE]
         replicas.seen("a", "x", 1000, 1000, now_s=0.0)
         late: list[int] = []
-        assert context.answer_when_replicated(stored(1200), late.append)
+        context.answer_when_stored(stored(1200), late.append)
         await eventually_async(lambda: late, 5, "the 50 ms sync_flush_timeout_ms passed")
         assert late == [ResponseCode.FLUSH_SLAVE_TIMEOUT]
         replicas.seen("a", "x", 1200, 1200, now_s=0.1)
@@ -67,6 +71,23 @@ def test_a_write_nobody_acknowledges_is_refused_or_times_out_once(context: Broke
     asyncio.run(scenario())
 
 
-def test_under_sync_flush_the_fsync_is_waited_for_first(context: BrokerContext) -> None:
+def test_under_sync_flush_the_fsync_comes_first_then_the_acknowledgement(
+    context: BrokerContext,
+) -> None:
+    async def scenario() -> None:
+        store = context.store
+        replicas = context.replicas = ReplicaSet(
+            log_end=lambda: store.commitlog.write_offset, sync=True, lag_max_s=2.0,
+            accept_alone=False,
+        )  # fmt: skip
+        replicas.seen("a", "x", 0, 0, now_s=0.0)  # in sync: holds the whole (empty) log
+        result = context.append(put())  # this store flushes when asked: no flush thread
+        answers: list[int] = []
+        context.answer_when_stored(result, answers.append)
+        assert context.store.group_commit.flushed >= result.end_offset
+        assert answers == []  # fsynced, not yet on the replica
+        replicas.seen("a", "x", result.end_offset, result.end_offset, now_s=0.1)
+        assert answers == [ResponseCode.SUCCESS]
+
     context.store.settings = StoreSettings(flush_mode=FlushMode.SYNC)
-    assert not context.answer_when_replicated(stored(1100), lambda _code: None)
+    asyncio.run(scenario())

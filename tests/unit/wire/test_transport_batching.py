@@ -1,5 +1,6 @@
 """Answers to the requests of one read leave in one write; an answer made later (by an async
-handler) leaves on its own, after them."""
+handler) leaves on its own, after them; what a read's handlers write to other connections of
+the dispatcher leaves once per connection when the read is done."""
 
 from __future__ import annotations
 
@@ -131,3 +132,63 @@ def test_work_put_off_until_a_read_is_done_runs_once_after_all_its_requests() ->
     events, outside = asyncio.run(scenario())
     assert events == ["1", "2", "failing", "after", "3", "failing", "after"]
     assert outside == ["at once"]
+
+
+def test_answers_a_read_releases_on_other_connections_leave_in_one_write_each() -> None:
+    """A replica's acknowledgement releasing the Sync-replicated sends of several producers:
+    each producer's answers in one write, after the work put off until the read is done
+    (a master's answers to its replicas, which the next writes wait for); the answer to a
+    read of one request leaves at once (it is that connection's one write)."""
+
+    async def scenario() -> tuple[list[list[str]], list[list[str]], list[list[str]], list[str]]:
+        dispatcher = Dispatcher("test")
+        waiting: list[tuple[Connection, RemotingCommand]] = []
+        order: list[str] = []
+        replica_transport = _Transport()
+
+        def hold(request: RemotingCommand, connection: Connection) -> None:
+            waiting.append((connection, request))
+
+        def release(request: RemotingCommand, _connection: Connection) -> RemotingCommand:
+            for connection, held in waiting:
+                connection.reply(held, _echo(held, connection))
+            waiting.clear()
+            dispatcher.after_read(lambda: order.append(f"after, {_writes()} writes so far"))
+            return _echo(request, _connection)
+
+        dispatcher.register(RequestCode.SEND_MESSAGE, hold)
+        dispatcher.register(RequestCode.REPLICATE_LOG, release)
+        producers = [_Transport(), _Transport()]
+        connections = [Connection(dispatcher) for _ in producers]
+        for connection, transport in zip(connections, producers, strict=True):
+            connection.connection_made(transport)  # type: ignore[arg-type]
+        replica = Connection(dispatcher)
+        replica.connection_made(replica_transport)  # type: ignore[arg-type]
+
+        def _writes() -> int:
+            return sum(len(t.writes) for t in [*producers, replica_transport])
+
+        connections[0].data_received(
+            _request(RequestCode.SEND_MESSAGE, 1) + _request(RequestCode.SEND_MESSAGE, 2)
+        )
+        connections[1].data_received(_request(RequestCode.SEND_MESSAGE, 3))
+        replica.data_received(_request(RequestCode.REPLICATE_LOG, 9))
+        # outside a read, a write leaves at once
+        connections[1].reply(
+            RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": "4"}),
+            RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": "4"}),
+        )
+        return (
+            _answered(producers[0].writes),
+            _answered(producers[1].writes),
+            _answered(replica_transport.writes),
+            order,
+        )
+
+    first, second, replica, order = asyncio.run(scenario())
+    assert first == [["1", "2"]]
+    assert second == [["3"], ["4"]]
+    assert replica == [["9"]]
+    # the replica's answer, the one request of its read, left at once; the producers' after
+    # the work put off until the read was done
+    assert order == ["after, 1 writes so far"]

@@ -1,0 +1,54 @@
+"""``bench.broker_requests`` still runs (in-process, tiny sizes): every line printed, and under
+Sync replication with 8 sends to a read the master's writes are batched — one for the 8
+answers, one for the replica's — which is what the line reports. ``bench.send_syscalls``
+reads strace's summary."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.send_syscalls import _strace_counts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_broker_requests_prints_every_case_with_batched_replicated_answers(tmp_path: Path) -> None:
+    paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.broker_requests", "-n", "256", "--repeats", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 5, done.stdout
+    writes = {
+        match.group(1): float(match.group(2))
+        for line in lines
+        if (match := re.search(r"replication, (\d) a read, master: .* ([\d.]+) writes each", line))
+    }
+    assert writes == {"8": 0.25, "1": 2.0}, done.stdout
+
+
+def test_send_syscalls_reads_strace_summaries(tmp_path: Path) -> None:
+    summary = tmp_path / "strace.txt"
+    summary.write_text(
+        "% time     seconds  usecs/call     calls    errors syscall\n"
+        "------ ----------- ----------- --------- --------- ----------------\n"
+        " 78.82    9.491646         160     59187      7096 futex\n"
+        " 15.09    1.817469         204      8887           fdatasync\n"
+        "  1.74    0.209746          12     16300           write\n"
+        "  0.00    0.000011          11         1           epoll_ctl\n"
+        "------ ----------- ----------- --------- --------- ----------------\n"
+        "100.00   12.042090         118    101716     10402 total\n"
+    )
+    assert _strace_counts(summary) == {"futex": 59187, "fdatasync": 8887, "write": 16300}
