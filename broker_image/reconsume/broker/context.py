@@ -20,6 +20,7 @@ from reconsume.broker.consumers import ConsumerRegistry
 from reconsume.broker.flush_answers import FlushAnswers
 from reconsume.broker.locks import LockTable
 from reconsume.broker.longpoll import PullWaiters
+from reconsume.broker.replica_answers import ReplicaAnswers
 from reconsume.broker.replicas import ReplicaSet
 from reconsume.broker.retry_drain import RetryDrain
 from reconsume.broker.settings import BrokerSettings
@@ -102,6 +103,8 @@ class BrokerContext:
         self.flush_answers = FlushAnswers(store.durable)
         """Writes waiting for their fsync under Sync flush (the server makes its releases
         batch their answers as a read does: :meth:`Dispatcher.as_read`)."""
+        self.replica_answers = ReplicaAnswers()
+        """Writes waiting for their replicas under Sync replication (likewise)."""
 
     # ------------------------------------------------------------------ topics
     def topic(self, name: str) -> TopicConfig | None:
@@ -313,7 +316,7 @@ class BrokerContext:
         if replicas is None or not replicas.sync:
             answer(ResponseCode.SUCCESS)
         else:
-            replicas.wait(_Answer(answer, timeout_s), end_offset)
+            self.replica_answers.wait(replicas, end_offset, timeout_s, answer)
 
     async def durable(self, result: PutResult) -> tuple[int, str]:
         """Wait until ``result`` counts as stored: under Sync flush its fsync, under Sync
@@ -372,38 +375,3 @@ class BrokerContext:
     def _notify_enabled(self, group: str) -> bool:
         config = self.store.groups.get(group)
         return config is None or config.notify_consumer_ids_changed_enable
-
-
-class _Answer:
-    """Waits in the replica set's gate for one write and answers its send once, with the code
-    :meth:`BrokerContext.durable` would give."""
-
-    __slots__ = ("_answer", "_finished", "_timer")
-
-    def __init__(self, answer: Callable[[int], None], timeout_s: float) -> None:
-        self._answer = answer
-        self._finished = False
-        self._timer = asyncio.get_running_loop().call_later(
-            timeout_s, self._finish, ResponseCode.FLUSH_SLAVE_TIMEOUT
-        )
-
-    def done(self) -> bool:
-        return self._finished
-
-    def set_result(self, result: None, /) -> None:
-        self._finish(ResponseCode.SUCCESS)
-
-    def set_exception(self, exception: BaseException, /) -> None:
-        if isinstance(exception, ReplicaUnavailableError):
-            self._finish(ResponseCode.SLAVE_NOT_AVAILABLE)
-        else:
-            self._finish(ResponseCode.SERVICE_NOT_AVAILABLE)
-
-    def _finish(self, code: int) -> None:
-        if not self._finished:
-            self._finished = True
-            self._timer.cancel()
-            try:
-                self._answer(code)
-            except Exception:  # told from the replica set's release: it must go on
-                log.exception("answering a replicated send failed")

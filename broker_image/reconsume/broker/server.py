@@ -264,6 +264,7 @@ class Broker:
             topics_registered=registrar.registered,
         )
         context.flush_answers.as_read = self.dispatcher.as_read
+        context.replica_answers.as_read = self.dispatcher.as_read
         roles = self._roles = RoleKeeper(
             context,
             settings,

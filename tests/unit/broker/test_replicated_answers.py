@@ -91,3 +91,30 @@ def test_under_sync_flush_the_fsync_comes_first_then_the_acknowledgement(
 
     context.store.settings = StoreSettings(flush_mode=FlushMode.SYNC)
     asyncio.run(scenario())
+
+
+def test_writes_waiting_for_the_replicas_share_one_timer_and_leave_as_answered(
+    context: BrokerContext,
+) -> None:
+    async def scenario() -> None:
+        replicas = context.replicas
+        assert replicas is not None
+        replicas.seen("a", "x", 1000, 1000, now_s=0.0)
+        loop = asyncio.get_running_loop()
+        timers_before = len(loop._scheduled)  # type: ignore[attr-defined]
+        answers: list[tuple[int, int]] = []
+        for end in range(1100, 2100, 100):
+            context.answer_when_stored(
+                stored(end), lambda code, end=end: answers.append((end, code))
+            )
+        assert len(loop._scheduled) == timers_before + 1  # type: ignore[attr-defined]
+        replicas.seen("a", "x", 1500, 1500, now_s=0.1)  # the first five acknowledged
+        assert answers == [(end, ResponseCode.SUCCESS) for end in range(1100, 1600, 100)]
+        context.answer_when_stored(stored(2100), lambda code: answers.append((2100, code)))
+        assert len(context.replica_answers) == 6  # the answered ones left from the head
+        await eventually_async(lambda: len(answers) == 11, 5, "the 50 ms timeout passed")
+        late = [(end, ResponseCode.FLUSH_SLAVE_TIMEOUT) for end in range(1600, 2200, 100)]
+        assert answers[5:] == late
+        assert len(context.replica_answers) == 0
+
+    asyncio.run(scenario())
