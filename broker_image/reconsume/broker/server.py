@@ -96,7 +96,11 @@ def guarded(handler: Handler) -> Handler:
             result = handler(request, connection)
         except InvalidArgumentError as exc:
             return _bad_request(request, exc)
-        if not isinstance(result, RemotingCommand) and inspect.isawaitable(result):
+        if (
+            result is not None
+            and not isinstance(result, RemotingCommand)
+            and inspect.isawaitable(result)
+        ):
             return finish(request, result)
         return result
 

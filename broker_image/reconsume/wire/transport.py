@@ -217,8 +217,13 @@ class Connection(asyncio.Protocol):
         except Exception as exc:  # noqa: BLE001 - any handler failure answers SYSTEM_ERROR
             self._reply(request, self._failure(request, exc))
             return
-        # The isinstance test first: inspect.isawaitable's ABC check costs more per request.
-        if not isinstance(result, RemotingCommand) and inspect.isawaitable(result):
+        # The cheap tests first: inspect.isawaitable's ABC check costs more per request, and
+        # None (answered later, from elsewhere) is common under Sync flush and replication.
+        if (
+            result is not None
+            and not isinstance(result, RemotingCommand)
+            and inspect.isawaitable(result)
+        ):
             task = asyncio.ensure_future(self._finish(request, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
