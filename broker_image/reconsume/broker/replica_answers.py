@@ -65,6 +65,9 @@ class ReplicaAnswers:
         leave in one write."""
         self._waiting: deque[tuple[float, ReplicaAnswer]] = deque()
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """Kept at the first wait: ``asyncio.get_running_loop`` costs a getpid system call on
+        each call (CPython 3.11)."""
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -80,7 +83,9 @@ class ReplicaAnswers:
             waiting.popleft()
         if entry.finished:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         waiting.append((deadline, entry))
         if self._timer is None:
@@ -88,7 +93,8 @@ class ReplicaAnswers:
 
     def _expire(self) -> None:
         self._timer = None
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        assert loop is not None
         now = loop.time()
         waiting = self._waiting
 
