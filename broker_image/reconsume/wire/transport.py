@@ -123,7 +123,10 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._on_close = on_close
         self._tasks: set[asyncio.Task[None]] = set()
-        self.closed = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        """Kept: ``asyncio.get_running_loop`` is a getpid system call on each call (CPython
+        3.11), once per request in :meth:`invoke` otherwise."""
+        self.closed = self._loop.create_future()
         self.peer = "?"
         self.peer_host = "?"
         """The peer's IP address without the port (an IPv4 address as such, not
@@ -281,7 +284,7 @@ class Connection(asyncio.Protocol):
 
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``request`` and wait for its response."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         future: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[request.opaque] = future
         # A timer on the future itself: asyncio.timeout would add a handle and a context

@@ -59,7 +59,7 @@ class LocalConnection(Connection):
     async def request(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """The broker's answer to ``request``, whose access the gRPC service checked (its
         clients sign differently: :mod:`.auth`)."""
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._answers[request.opaque] = future
         try:
             self.serve(request, checked=True)
