@@ -64,7 +64,7 @@ class FlushAnswers:
         a release; at once when it already is)."""
         future = self._durable(end_offset)
         if future.done():
-            _tell(answer, _code(future))
+            tell(answer, _code(future))
             return
         loop = self._loop
         if loop is None:
@@ -96,14 +96,14 @@ class FlushAnswers:
         waiting = self._waiting
         while waiting and waiting[0][0].done():
             future, _deadline, answer = waiting.popleft()
-            _tell(answer, _code(future))
+            tell(answer, _code(future))
         if any(future.done() for future, _deadline, _answer in waiting):
             # a later write's future failed before an earlier one's fsync (the log was cut
             # back below it): answer it now, keep the rest in order
             kept: deque[_Waiting] = deque()
             for entry in waiting:
                 if entry[0].done():
-                    _tell(entry[2], _code(entry[0]))
+                    tell(entry[2], _code(entry[0]))
                 else:
                     kept.append(entry)
             self._waiting = kept
@@ -121,10 +121,10 @@ class FlushAnswers:
             while waiting and waiting[0][1] <= now:
                 future, _deadline, answer = waiting.popleft()
                 if future.done():
-                    _tell(answer, _code(future))
+                    tell(answer, _code(future))
                 else:
                     late += 1
-                    _tell(answer, ResponseCode.FLUSH_DISK_TIMEOUT)
+                    tell(answer, ResponseCode.FLUSH_DISK_TIMEOUT)
             if late:
                 log.warning("%d writes: fsync did not complete in time (FLUSH_DISK_TIMEOUT)", late)
 
@@ -153,8 +153,10 @@ def _code(future: Future[None]) -> int:
     return ResponseCode.SYSTEM_ERROR
 
 
-def _tell(answer: Answer, code: int) -> None:
+def tell(answer: Answer, code: int) -> None:
+    """Call ``answer`` with ``code``; a failure is logged, not raised: whoever releases a batch
+    of waiting writes (the fsync's release, a replica's acknowledgement) must answer the rest."""
     try:
         answer(code)
     except Exception:  # one answer failing must not keep the others waiting
-        log.exception("answering a write after its fsync failed")
+        log.exception("answering a waiting write failed")
