@@ -28,8 +28,11 @@ def run_driver(
     **options: object,
 ) -> DriverRun:
     """Run one scenario to its end (``options`` become ``--name=value``, ``_`` as ``-``) and
-    assert it finished: exit 0 after its "done" event."""
-    args = scenario_args(cluster.namesrv.address, timeout_s, options)
+    assert it finished: exit 0 after its "done" event. The driver is told where the brokers
+    are: before shutting a consumer down it waits until they hold the offsets it committed
+    (``go/offsets.go`` says why)."""
+    brokers = ",".join(f"{name}={broker.address}" for name, broker in cluster.brokers.items())
+    args = scenario_args(cluster.namesrv.address, timeout_s, {"brokers": brokers, **options})
     command = go_client.command(scenario, *args, state_dir=state_dir)
     return run_to_end(command, "Go", timeout_s, lambda: client_log(state_dir))
 

@@ -55,8 +55,8 @@ from .ali_ons_support import DriverRun as AliOnsRun
 from .ali_ons_support import background_consumer, check_protocol, driver_command, parse_events
 from .ali_ons_support import run_driver as run_ali_ons
 from .conftest import GoClient, JavaClient, Mqadmin, NodeProject
-from .driver_support import DRIVER_TIMEOUT_S, DriverRun, Event, once_each, run_to_end, scenario_args
-from .go_client_support import client_log as go_client_log
+from .driver_support import DriverRun, Event, once_each
+from .go_client_support import run_driver as run_go_driver
 from .java_client_support import CONSUMING
 from .java_client_support import check_protocol as check_java_protocol
 from .java_client_support import run_driver as run_java
@@ -352,9 +352,7 @@ def run_go(
     options: dict[str, object],
 ) -> DriverRun:
     """:func:`.go_client_support.run_driver`, with options named as the driver names them."""
-    args = scenario_args(cluster.namesrv.address, DRIVER_TIMEOUT_S, options)
-    command = go_client.command(scenario, *args, state_dir=state_dir)
-    return run_to_end(command, "Go", DRIVER_TIMEOUT_S, lambda: go_client_log(state_dir))
+    return run_go_driver(go_client, cluster, scenario, state_dir, **options)
 
 
 def test_go_client_with_credentials_sends_and_consumes(

@@ -106,8 +106,9 @@ type listener = func(context.Context, ...*primitive.MessageExt) (consumer.Consum
 // until no queue of it holds a message any more and the offset it keeps for each queue is past
 // every message the listener was given: the client sends a failed message back after the
 // listener returned, and a consumer shut down before that drops the listener's result; it
-// also takes a message out of its queue's cache before it moves the queue's offset, and
-// Shutdown commits the offsets it holds then.
+// also takes a message out of its queue's cache before it moves the queue's offset. Then it
+// commits those offsets and waits until the brokers of --brokers hold them (offsets.go), and
+// only then shuts the client down.
 type pushConsumer struct {
 	Shutdown func() error
 	assigned func(topic string) []primitive.MessageQueue
@@ -159,8 +160,31 @@ func (d *driver) consumer(instance string, f listener, more ...consumer.Option) 
 			return pq.CommitOffset, ok
 		})
 	}
+	// What the brokers hold for every queue the consumer still has is at least what it
+	// committed (offsets.go says why the driver asks); a broker it cannot reach yet is asked
+	// again.
+	held := func() bool {
+		brokers := d.brokers()
+		for mq, pq := range c.GetConsumerRunningInfo(false).MQTable {
+			address, known := brokers[mq.BrokerName]
+			if !known {
+				continue
+			}
+			offset, err := d.brokerOffset(address, d.option("group"), mq)
+			if err != nil || offset < pq.CommitOffset {
+				return false
+			}
+		}
+		return true
+	}
 	shutdown := func() error {
 		if err := d.await(instance+"'s messages done with", idle); err != nil {
+			return err
+		}
+		if err := c.PersistConsumerOffset(); err != nil {
+			return err
+		}
+		if err := d.await(instance+"'s offsets held by the brokers", held); err != nil {
 			return err
 		}
 		return c.Shutdown()
