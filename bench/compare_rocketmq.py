@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shlex
 import subprocess
 import sys
@@ -196,12 +197,23 @@ def _servers(
 
 
 def _loadgen(args: list[str], running: Running, log_root: Path) -> dict[str, Any]:
+    """Run one load generator command; its JSON line, with ``client_cpu_seconds``: the JVM's
+    CPU time over the whole command (start, JIT and GC included), from the rusage of waited-for
+    children (the servers, still running, are not in it yet)."""
     command = loadgen_command(args[0], running.namesrv, *args[1:], log_root=log_root)
+    before = _children_cpu()
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    client_cpu = _children_cpu() - before
     if done.returncode != 0:
         raise RuntimeError(f"{shlex.join(command)} failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["client_cpu_seconds"] = client_cpu
     return result
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _replica_cpu(running: Running) -> float:

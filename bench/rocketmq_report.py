@@ -39,9 +39,12 @@ def _get(cases: dict[str, Any] | None, case: str, *path: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _cpu_per_message(cases: dict[str, Any] | None, case: str, count: str) -> float | None:
-    """The broker's CPU time over the whole command (its unmeasured part too) per message."""
-    cpu, messages = _get(cases, case, "broker_cpu_seconds"), _get(cases, case, count)
+def _cpu_per_message(
+    cases: dict[str, Any] | None, case: str, count: str, key: str = "broker_cpu_seconds"
+) -> float | None:
+    """A process's CPU time over the whole command (its unmeasured part too) per message: the
+    broker's, or with ``key`` another's (``client_cpu_seconds``: the load generator's JVM)."""
+    cpu, messages = _get(cases, case, key), _get(cases, case, count)
     return None if cpu is None or not messages else cpu / messages * 1e6
 
 
@@ -68,9 +71,10 @@ def _figures(result: dict[str, Any], flush_mode: str) -> list[str]:
         ("produce, 8 threads", "produce-8", "sent_total"),
         ("consume", "consume", "messages"),
     ):
-        a, b = _cpu_per_message(ours, case, count), _cpu_per_message(theirs, case, count)
-        if a is not None or b is not None:
-            rows.append([f"{label}: broker CPU µs/msg", _ms(a, 0), _ms(b, 0), _ratio(a, b)])
+        for who, key in (("broker", "broker_cpu_seconds"), ("client", "client_cpu_seconds")):
+            a, b = (_cpu_per_message(cases, case, count, key) for cases in (ours, theirs))
+            if a is not None or b is not None:
+                rows.append([f"{label}: {who} CPU µs/msg", _ms(a, 0), _ms(b, 0), _ratio(a, b)])
     for label, case in (
         ("consume (push, drain a filled topic): msg/s", "consume"),
         ("retry path (fail once, succeed on redelivery): msg/s", "retry"),
@@ -180,7 +184,9 @@ def render_rocketmq(result: dict[str, Any]) -> list[str]:
         "paths). *reconsume / RocketMQ* above 1 means reconsume is faster for msg/s, slower "
         "for latency and lateness, costlier for CPU. *broker CPU µs/msg*: the broker "
         "process's CPU time (all its threads: for the JVM also JIT and GC) over the whole "
-        "command, unmeasured seconds included, per message it handled in that time.",
+        "command, unmeasured seconds included, per message it handled in that time; *client "
+        "CPU µs/msg* the same of the load generator's JVM (the same client against both: where "
+        "it is near a core's worth, the case measures the client more than the broker).",
         "",
         f"* produce: sync `send()` of 1 KiB bodies, 1 thread or 8 threads sharing one "
         f"producer, {sizes['produce_seconds']:g} s measured after "
@@ -244,20 +250,17 @@ def _replicated_figures(result: dict[str, Any], flush_mode: str) -> list[str]:
         ("consume", "consume", "messages"),
         ("retry path", "retry", "messages"),
     ):
-        for who, key in (("master", "broker_cpu_seconds"), ("replica", "replica_cpu_seconds")):
-            a, b = (
-                _per_message(cases, case, key, count) for cases in (ours, theirs)
-            )  # fmt: skip
+        for who, key in (
+            ("master", "broker_cpu_seconds"),
+            ("replica", "replica_cpu_seconds"),
+            ("client", "client_cpu_seconds"),
+        ):
+            a, b = (_cpu_per_message(cases, case, count, key) for cases in (ours, theirs))
             rows.append([f"{label}: {who} CPU µs/msg", _ms(a, 0), _ms(b, 0), _ratio(a, b)])
     for label, case in (("produce, 1 thread", "produce-1"), ("produce, 8 threads", "produce-8")):
         a, b = _not_ok(ours, case), _not_ok(theirs, case)
         rows.append([f"{label}: sends not answered SEND_OK", _count(a), _count(b), ""])
     return markdown_table(["", "reconsume", "Apache RocketMQ", "reconsume / RocketMQ"], rows)
-
-
-def _per_message(cases: dict[str, Any] | None, case: str, key: str, count: str) -> float | None:
-    cpu, messages = _get(cases, case, key), _get(cases, case, count)
-    return None if cpu is None or not messages else cpu / messages * 1e6
 
 
 def _not_ok(cases: dict[str, Any] | None, case: str) -> float | None:

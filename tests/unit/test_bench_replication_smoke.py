@@ -56,9 +56,11 @@ def test_replicated_side_by_side_writes_its_json_and_section(tmp_path: Path) -> 
             for case in ("produce-1", "produce-8", "consume", "retry"):
                 assert cases[case]["msgs_per_s"] > 0, (entry["system"], case)
                 assert "replica_cpu_seconds" in cases[case]
+                assert cases[case]["client_cpu_seconds"] > 0, (entry["system"], case)
             for case in ("produce-1", "produce-8"):
                 assert cases[case]["not_ok"] == cases[case]["errors"] == 0
         assert "| **produce, 8 threads: msg/s** |" in text
+        assert "| produce, 8 threads: client CPU µs/msg |" in text
         assert "brokerRole=SYNC_MASTER" in text
         assert "inSyncReplicas=2" in text
     assert not any(data.iterdir())  # the stores were removed

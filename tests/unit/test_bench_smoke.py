@@ -67,8 +67,10 @@ def test_quick_benchmark_run_writes_its_json(tmp_path: Path) -> None:
             cases = entry["cases"]
             for case in ("produce-1", "produce-8", "consume", "retry"):
                 assert cases[case]["msgs_per_s"] > 0, (entry["system"], case)
+                assert cases[case]["client_cpu_seconds"] > 0, (entry["system"], case)
             assert cases["lateness"]["all"]["count"] == cases["lateness"]["messages"]
         assert "| produce, 8 threads: msg/s |" in text
+        assert "| consume: client CPU µs/msg |" in text
     assert "## Append throughput" in text
     assert "### Consume" in text
     assert not (out / "data").exists() or not any((out / "data").iterdir())
