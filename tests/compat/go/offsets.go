@@ -30,7 +30,10 @@ import (
 // queue's 5 messages committed, about one run in fifty over TLS). A scenario therefore commits
 // first, on connections that stay open, and waits until the brokers hold what it committed.
 
-const queryConsumerOffset = 14
+const (
+	queryConsumerOffset = 14
+	maxFrameBytes       = 16 << 20 // the brokers' own limit: a longer length is garbage
+)
 
 // brokers is --brokers: broker name → address, "broker-a=127.0.0.1:1234,broker-b=…"; empty
 // without the option (the scenario then does not ask the brokers).
@@ -113,7 +116,7 @@ func (d *driver) request(address string, code int, fields map[string]string) (*r
 	}
 	total := binary.BigEndian.Uint32(lengths[0:4])
 	headerLength := binary.BigEndian.Uint32(lengths[4:8]) & 0xFFFFFF
-	if headerLength > total-4 {
+	if total < 4 || total > maxFrameBytes || headerLength > total-4 {
 		return nil, fmt.Errorf("%s: a frame of %d bytes with a header of %d", address, total, headerLength)
 	}
 	rest := make([]byte, total-4)

@@ -40,13 +40,6 @@ FRAMES = 8
 ROUNDS = 5
 
 
-def note(request: RemotingCommand, connection: Connection) -> None:
-    noted.append(request.ext_fields["n"])
-
-
-noted: list[str] = []
-
-
 def frames(round_: int) -> list[bytes]:
     """``FRAMES`` oneway frames (no answer comes back: the close is a FIN, not a reset)."""
     encoded = []
@@ -98,7 +91,11 @@ def test_frames_written_right_before_a_close_are_all_served(
     tls = None if transport == "plaintext" else client_context(str(ca.ca_file))
 
     async def main() -> None:
-        noted.clear()
+        noted: list[str] = []
+
+        def note(request: RemotingCommand, connection: Connection) -> None:
+            noted.append(request.ext_fields["n"])
+
         dispatcher = Dispatcher("close-test")
         dispatcher.register(NOTE, note)
         dispatcher.register(RequestCode.HEART_BEAT, lambda request, connection: request.respond())
@@ -106,13 +103,12 @@ def test_frames_written_right_before_a_close_are_all_served(
         server = RemotingServer(dispatcher, tls=config)
         port = await server.start("127.0.0.1", 0)
         try:
-            expected: list[str] = []
             for round_ in range(ROUNDS):
                 await asyncio.to_thread(
                     write_then_close, port, tls, round_, warm=warm, split=split,
                     notify=transport == "tls-close-notify",
                 )  # fmt: skip
-                expected += [f"{round_}.{i}" for i in range(FRAMES)]
+                expected = [f"{r}.{i}" for r in range(round_ + 1) for i in range(FRAMES)]
                 await eventually_async(
                     lambda expected=expected: noted == expected,
                     5.0,
