@@ -37,8 +37,9 @@ from reconsume.spark.jobs.result import COUNTS, TERMINATION_MESSAGE_LIMIT, Resul
 from reconsume.spark.jobs.scope import QueueScope, Scope, plan
 from reconsume.spark.ledger import LEDGER_TOPIC, SENDING, Entry, Resume, TargetMark
 from reconsume.spark.offsets import QueueKey
+from reconsume.spark.outgoing import to_message
 from reconsume.spark.schema import SCHEMA
-from reconsume.spark.sender import Counts, to_message
+from reconsume.spark.sender import Counts
 from reconsume.spark.writer import check_schema, parse_send_options, tracked_columns
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
@@ -569,7 +570,7 @@ def test_send_options_parsed_whatever_the_case_of_their_names() -> None:
 def test_plain_send_options_have_their_defaults() -> None:
     options = parse_send_options({"nameServer": "ns:9876"})
     assert (options.batch, options.rate_per_task, options.job, options.group) == (
-        64,
+        256,
         None,
         None,
         None,

@@ -142,6 +142,31 @@ class Producer:
             retry=retry,
         )
 
+    def new_id(self) -> str:
+        """A new unique message id (UNIQ_KEY), as this producer gives the messages it sends."""
+        return self._ids.create()
+
+    async def send_items(
+        self,
+        topic: str,
+        items: Sequence[bytes],
+        ids: Sequence[str],
+        *,
+        queue: MessageQueue | None = None,
+        retry: RetryState = (None, None),
+    ) -> SendResult:
+        """Send messages already encoded as batch items (``reconsume.message.batch``, each
+        with its unique id ``ids[i]`` among its properties) to ``topic`` as one request;
+        ``retry`` is the RECONSUME_TIME and MAX_RECONSUME_TIMES of a batch to a retry or
+        dead-letter topic. The caller vouches for the items: the broker refuses a batch whose
+        lengths do not add up."""
+        if not items:
+            raise InvalidArgumentError("a batch needs at least one message")
+        validate_topic(topic)
+        return await self._send(
+            topic, 0, "", b"".join(items), ",".join(ids), batch=True, queue=queue, retry=retry
+        )
+
     async def send_batch(
         self, messages: Sequence[Message], *, queue: MessageQueue | None = None
     ) -> SendResult:

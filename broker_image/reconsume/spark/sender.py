@@ -18,25 +18,28 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from reconsume.client.broker_api import BrokerApi
 from reconsume.client.namesrv import RouteCache
 from reconsume.client.producer import Producer
 from reconsume.client.pull import pull_once
 from reconsume.client.routes import MessageQueue
 from reconsume.errors import InvalidArgumentError
-from reconsume.message import properties as props
-from reconsume.message.model import Message
 from reconsume.spark import ledger
 from reconsume.spark.offsets import QueueKey
+from reconsume.spark.outgoing import Outgoing, encode_batch_rows
 from reconsume.wire.transport import RemotingClient
 
-_HEADER_PROPERTIES = (props.RECONSUME_TIME, props.MAX_RECONSUME_TIMES)
+BATCH_BYTES = 1024 * 1024
+"""Most bytes of messages one send request carries (a message alone may carry more, up to the
+broker's limit of 4 MiB a request)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SendOptions:
     name_servers: tuple[str, ...]
-    batch: int = 64
+    batch: int = 256
     rate_per_task: float | None = None
     """Most messages per second this task sends; no limit when None."""
     job: str | None = None
@@ -70,31 +73,10 @@ class Counts:
         return total
 
 
-def to_message(row: Mapping[str, Any]) -> Message:
-    """A row (topic, body, and optional properties, tags, keys) as a message."""
-    topic = row.get("topic")
-    if not topic:
-        raise InvalidArgumentError("a row to send has no topic")
-    body = row.get("body")
-    if body is None:
-        body = b""
-    elif isinstance(body, str):
-        body = body.encode()
-    properties = row.get("properties") or {}
-    message = Message(
-        str(topic), bytes(body), {str(k): str(v) for k, v in properties.items() if v is not None}
-    )
-    if row.get("tags") is not None:
-        message.tags = str(row["tags"])
-    if row.get("keys") is not None:
-        message.keys = [str(k) for k in row["keys"] if k is not None]
-    return message
-
-
 @dataclass(slots=True)
 class _Window:
     queue: QueueKey
-    rows: list[tuple[int, Message]]
+    rows: list[tuple[int, Outgoing]]
 
 
 class TaskSender:
@@ -118,74 +100,82 @@ class TaskSender:
         await self._producer.close()
         await self._client.close()
 
-    async def send(self, rows: Iterator[Mapping[str, Any]]) -> Counts:
+    async def send(self, batches: Iterator[pa.RecordBatch]) -> Counts:
+        """Send the rows of ``batches`` (see reconsume.spark.writer for the columns)."""
         if self.options.job is None:
-            await self._send_plain(rows)
+            await self._send_plain(batches)
         else:
-            await self._send_tracked(rows)
+            await self._send_tracked(batches)
         return self.counts
 
     # ------------------------------------------------------------------ plain
-    async def _send_plain(self, rows: Iterator[Mapping[str, Any]]) -> None:
-        pending: list[Message] = []
-        for row in rows:
-            pending.append(to_message(row))
-            if len(pending) >= self._size:
-                await self._send_messages(pending)
-                pending = []
+    async def _send_plain(self, batches: Iterator[pa.RecordBatch]) -> None:
+        pending: list[Outgoing] = []
+        for batch in batches:
+            uniq = [self._producer.new_id() for _ in range(batch.num_rows)]
+            for row in encode_batch_rows(batch, uniq, keep_own_ids=True):
+                pending.append(row)
+                if len(pending) >= self._size:
+                    await self._send_rows(pending)
+                    pending = []
         if pending:
-            await self._send_messages(pending)
+            await self._send_rows(pending)
 
-    async def _send_messages(self, messages: Sequence[Message]) -> None:
-        sends = await self._batches(messages)
-        await self._pace(len(messages))
+    async def _send_rows(self, rows: Sequence[Outgoing]) -> None:
+        sends = await self._batches(rows)
+        await self._pace(len(rows))
         await self._send_all(sends)
 
-    async def _batches(
-        self, messages: Sequence[Message]
-    ) -> list[tuple[list[Message], MessageQueue]]:
-        """``messages`` in batches of the batch size, each batch's messages of one topic for a
-        queue of their own (round robin over the topic's queues)."""
-        sends: list[tuple[list[Message], MessageQueue]] = []
+    async def _batches(self, rows: Sequence[Outgoing]) -> list[tuple[list[Outgoing], MessageQueue]]:
+        """``rows`` in batches of the batch size, each batch's rows of one topic for a queue
+        of their own (round robin over the topic's queues)."""
+        sends: list[tuple[list[Outgoing], MessageQueue]] = []
         batch = self.options.batch
-        for at in range(0, len(messages), batch):
-            by_topic: dict[str, list[Message]] = {}
-            for message in messages[at : at + batch]:
-                by_topic.setdefault(message.topic, []).append(message)
+        for at in range(0, len(rows), batch):
+            by_topic: dict[str, list[Outgoing]] = {}
+            for row in rows[at : at + batch]:
+                by_topic.setdefault(row.topic, []).append(row)
             for topic, group in by_topic.items():
                 sends.append((group, await self._next_queue(topic)))
         return sends
 
-    async def _send_all(self, sends: Sequence[tuple[list[Message], MessageQueue]]) -> None:
+    async def _send_all(self, sends: Sequence[tuple[list[Outgoing], MessageQueue]]) -> None:
         await asyncio.gather(*(self._send_group(group, queue) for group, queue in sends))
         for group, queue in sends:
             self.counts.sent[queue.topic] += len(group)
 
     # ------------------------------------------------------------------ tracked
-    async def _send_tracked(self, rows: Iterator[Mapping[str, Any]]) -> None:
+    async def _send_tracked(self, batches: Iterator[pa.RecordBatch]) -> None:
         window: _Window | None = None
         last: tuple[QueueKey, int] | None = None
-        for row in rows:
-            queue = QueueKey(str(row["sourceBroker"]), int(row["sourceQueueId"]))
-            offset = int(row["sourceQueueOffset"])
-            if last is not None and last[0] == queue and offset <= last[1]:
-                raise InvalidArgumentError(f"rows of {queue} are not in offset order at {offset}")
-            if window is not None and (window.queue != queue or len(window.rows) >= self._size):
-                await self._flush(window, final=window.queue != queue)
-                window = None
-            if await self._already_sent(queue, offset):
-                self.counts.skipped += 1
+        job = self._job
+        for batch in batches:
+            sources = [
+                (QueueKey(str(broker), int(queue_id)), int(offset))
+                for broker, queue_id, offset in zip(
+                    batch.column("sourceBroker").to_pylist(),
+                    batch.column("sourceQueueId").to_pylist(),
+                    batch.column("sourceQueueOffset").to_pylist(),
+                    strict=True,
+                )
+            ]
+            uniq = [ledger.message_key(job, queue, offset) for queue, offset in sources]
+            rows = encode_batch_rows(batch, uniq)
+            for (queue, offset), row in zip(sources, rows, strict=True):
+                if last is not None and last[0] == queue and offset <= last[1]:
+                    raise InvalidArgumentError(
+                        f"rows of {queue} are not in offset order at {offset}"
+                    )
+                if window is not None and (window.queue != queue or len(window.rows) >= self._size):
+                    await self._flush(window, final=window.queue != queue)
+                    window = None
                 last = (queue, offset)
-                continue
-            message = to_message(row)
-            assert self.options.job is not None
-            message.properties[props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = ledger.message_key(
-                self.options.job, queue, offset
-            )
-            if window is None:
-                window = _Window(queue, [])
-            window.rows.append((offset, message))
-            last = (queue, offset)
+                if await self._already_sent(queue, offset):
+                    self.counts.skipped += 1
+                    continue
+                if window is None:
+                    window = _Window(queue, [])
+                window.rows.append((offset, row))
         if window is not None:
             await self._flush(window, final=True)
         elif last is not None:
@@ -240,7 +230,7 @@ class TaskSender:
         """Record the window in the ledger, then send its batches, all at once: each batch's
         messages of one topic to a queue of their own (the entry marks every queue chosen,
         so a re-run finds whatever of the window landed)."""
-        sends = await self._batches([message for _, message in window.rows])
+        sends = await self._batches([row for _, row in window.rows])
         marks = {
             ledger.TargetMark(q.topic, q.broker_name, q.queue_id, await self._floor_of(q))
             for _, q in sends
@@ -295,19 +285,36 @@ class TaskSender:
             floor = self._floor[queue] = await self._api.max_offset(address, queue)
         return floor
 
-    async def _send_group(self, messages: Sequence[Message], queue: MessageQueue) -> None:
-        """Send to ``queue`` in batches; messages carrying reconsume times (dead letters kept
-        in their DLQ) are batched with those of the same times (a batch's header holds one)."""
-        runs: dict[tuple[str | None, ...], list[Message]] = {}
-        for message in messages:
-            key = tuple(message.properties.get(p) for p in _HEADER_PROPERTIES)
-            runs.setdefault(key, []).append(message)
-        for run in runs.values():
-            if len(run) == 1:
-                result = await self._producer.send(run[0], queue=queue)
-            else:
-                result = await self._producer.send_batch(run, queue=queue)
-            self._floor[queue] = result.queue_offset + len(run)
+    async def _send_group(self, rows: Sequence[Outgoing], queue: MessageQueue) -> None:
+        """Send ``rows`` to ``queue``, in order, in as few requests as the batch size, the
+        byte limit and the rows allow: a delayed message goes on its own, and a batch to a
+        retry or dead-letter topic holds rows of the same reconsume times (its header holds
+        one)."""
+        pending: list[Outgoing] = []
+        size = 0
+        for row in rows:
+            if pending and (
+                row.alone is not None
+                or row.retry != pending[0].retry
+                or size + len(row.item) > BATCH_BYTES
+            ):
+                await self._send_batch(pending, queue)
+                pending, size = [], 0
+            if row.alone is not None:
+                result = await self._producer.send(row.alone, queue=queue)
+                self._floor[queue] = result.queue_offset + 1
+                continue
+            pending.append(row)
+            size += len(row.item)
+        if pending:
+            await self._send_batch(pending, queue)
+
+    async def _send_batch(self, rows: Sequence[Outgoing], queue: MessageQueue) -> None:
+        result = await self._producer.send_items(
+            queue.topic, [row.item for row in rows], [row.uniq for row in rows], queue=queue,
+            retry=rows[0].retry,
+        )  # fmt: skip
+        self._floor[queue] = result.queue_offset + len(rows)
 
     async def _pace(self, count: int) -> None:
         rate = self.options.rate_per_task
@@ -319,12 +326,12 @@ class TaskSender:
         self._paced += count
 
 
-def send_rows(options: SendOptions, rows: Iterator[Mapping[str, Any]]) -> Counts:
-    """Send ``rows`` on an event loop of this thread (a Spark task's)."""
+def send_batches(options: SendOptions, batches: Iterator[pa.RecordBatch]) -> Counts:
+    """Send the rows of ``batches`` on an event loop of this thread (a Spark task's)."""
     loop = asyncio.new_event_loop()
     sender = TaskSender(options)
     try:
-        return loop.run_until_complete(sender.send(rows))
+        return loop.run_until_complete(sender.send(batches))
     finally:
         loop.run_until_complete(sender.close())
         loop.close()

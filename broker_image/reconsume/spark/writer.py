@@ -3,16 +3,18 @@
 
 Columns: ``topic`` (string, required), ``body`` (binary or string, required), ``properties``
 (map of strings), ``tags`` (string), ``keys`` (array of strings); other columns are ignored.
-Each task sends its rows through the producer, a batch per topic at a time, and reports how
-many it sent per topic; the commit adds the tasks' counts up.
+Each task encodes its rows as messages (reconsume.spark.outgoing), sends them through the
+producer, a batch per topic at a time, and reports how many it sent per topic; the commit adds
+the tasks' counts up.
 
 Options (names are case-insensitive):
 
 ``nameServer``
     name server addresses (required)
 ``batchSize``, ``batchesInFlight``
-    most messages per send request (default 64), and send requests a task has outstanding at
-    once (default 4; with the dead-letter jobs' ledger, one entry covers them)
+    most messages per send request (default 256; a request also stops at 1 MiB of messages),
+    and send requests a task has outstanding at once (default 4; with the dead-letter jobs'
+    ledger, one entry covers them)
 ``maxRatePerTask``
     most messages per second each task sends (no limit when absent)
 ``reportPath``
@@ -53,13 +55,11 @@ from reconsume.errors import InvalidArgumentError
 from reconsume.spark import ledger
 from reconsume.spark.offsets import QueueKey
 from reconsume.spark.reading import positive_option
-from reconsume.spark.sender import Counts, SendOptions, send_rows
+from reconsume.spark.sender import Counts, SendOptions, send_batches
 
 _SEPARATORS = re.compile(r"[;,\s]+")
 _STRING_MAP = MapType(StringType(), StringType())
 _TRACKED = ("sourceBroker", "sourceQueueId", "sourceQueueOffset")
-_SENT = frozenset({"topic", "body", "properties", "tags", "keys", *_TRACKED})
-"""The columns a send reads."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def parse_send_options(options: Mapping[str, str]) -> SendOptions:
     servers = tuple(s for s in _SEPARATORS.split(lowered.get("nameserver", "")) if s)
     if not servers:
         raise InvalidArgumentError("option nameServer (host:port of a name server) is missing")
-    batch = positive_option(lowered, "batchsize", 64, int)
+    batch = positive_option(lowered, "batchsize", 256, int)
     rate = (
         positive_option(lowered, "maxratepertask", 1.0, float)
         if "maxratepertask" in lowered
@@ -123,42 +123,8 @@ def check_schema(schema: StructType, *, tracked: bool) -> None:
             )
 
 
-def _rows(batches: Iterator[pa.RecordBatch]) -> Iterator[Mapping[str, Any]]:
-    """The rows of the record batches Spark hands an Arrow writer, as dicts, built column by
-    column: each column converted at once and maps and lists cut out of their flattened
-    values, where a row-by-row conversion (PySpark's, or Arrow's ``to_pylist``) costs 45-50 µs
-    a row of a dead letter's columns (bench/RESULTS.md)."""
-    for batch in batches:
-        columns = {
-            name: _column_values(batch.column(i))
-            for i, name in enumerate(batch.schema.names)
-            if name in _SENT  # others are ignored (timestamps cost 5 µs each a row)
-        }
-        names = list(columns)
-        for values in zip(*columns.values(), strict=True):
-            yield dict(zip(names, values, strict=True))
-
-
-def _column_values(column: pa.Array) -> list[Any]:
-    """A column's values as Python objects: a map's as dicts, a list's as lists."""
-    if isinstance(column, pa.MapArray):
-        keys, items = column.keys.to_pylist(), column.items.to_pylist()
-        return _cut(column, lambda a, b: dict(zip(keys[a:b], items[a:b], strict=True)))
-    if isinstance(column, pa.ListArray):
-        values = column.values.to_pylist()
-        return _cut(column, lambda a, b: values[a:b])
-    plain: list[Any] = column.to_pylist()
-    return plain
-
-
-def _cut(column: pa.ListArray, make: Any) -> list[Any]:
-    offsets = column.offsets.to_pylist()
-    valid = column.is_valid().to_pylist()
-    return [make(offsets[i], offsets[i + 1]) if valid[i] else None for i in range(len(column))]
-
-
 def _task(options: SendOptions, batches: Iterator[pa.RecordBatch]) -> TaskCounts:
-    return TaskCounts(send_rows(options, _rows(batches)).to_dict())
+    return TaskCounts(send_batches(options, batches).to_dict())
 
 
 def _totals(messages: Sequence[WriterCommitMessage | None]) -> Counts:
