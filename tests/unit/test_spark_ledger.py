@@ -26,6 +26,7 @@ from reconsume.spark.ledger import (
     last_archive_entry,
     last_started,
     message_key,
+    message_keys,
     resume_points,
     scope_data,
 )
@@ -260,6 +261,13 @@ def test_distinct_dead_letters_get_distinct_message_keys(
 ) -> None:
     if one != other:
         assert message_key(*one) != message_key(*other)
+
+
+@given(names, queue_keys, st.lists(offsets, max_size=5))
+def test_the_keys_of_a_run_of_offsets_are_their_message_keys(
+    job: str, queue: QueueKey, run: list[int]
+) -> None:
+    assert message_keys(job, queue, run) == [message_key(job, queue, o) for o in run]
 
 
 def test_message_keys_differ_in_each_part() -> None:

@@ -197,6 +197,17 @@ def message_key(job: str, queue: QueueKey, offset: int) -> str:
     return digest.hexdigest().upper()
 
 
+def message_keys(job: str, queue: QueueKey, offsets: Iterable[int]) -> list[str]:
+    """:func:`message_key` of each of ``offsets`` of ``queue``."""
+    prefix = hashlib.blake2b(f"{job}\x00{queue}\x00".encode(), digest_size=16)
+    keys: list[str] = []
+    for offset in offsets:
+        digest = prefix.copy()
+        digest.update(str(offset).encode())
+        keys.append(digest.hexdigest().upper())
+    return keys
+
+
 async def append(producer: Producer, address: str, broker: str, entry: Entry) -> None:
     """Write ``entry`` to the ledger queue of ``broker`` (at ``address``)."""
     message = Message(LEDGER_TOPIC, entry.to_json())

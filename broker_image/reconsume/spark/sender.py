@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import pyarrow as pa
@@ -147,30 +148,24 @@ class TaskSender:
     # ------------------------------------------------------------------ tracked
     async def _send_tracked(self, batches: Iterator[pa.RecordBatch]) -> None:
         window: _Window | None = None
-        last: tuple[QueueKey, int] | None = None
-        job = self._job
+        last: QueueKey | None = None
+        last_offset = -1
+        job, size, resume = self._job, self._size, self.options.resume
         for batch in batches:
-            sources = [
-                (QueueKey(str(broker), int(queue_id)), int(offset))
-                for broker, queue_id, offset in zip(
-                    batch.column("sourceBroker").to_pylist(),
-                    batch.column("sourceQueueId").to_pylist(),
-                    batch.column("sourceQueueOffset").to_pylist(),
-                    strict=True,
-                )
-            ]
-            uniq = [ledger.message_key(job, queue, offset) for queue, offset in sources]
+            queues, offsets, uniq = _sources(job, batch)
             rows = encode_batch_rows(batch, uniq)
-            for (queue, offset), row in zip(sources, rows, strict=True):
-                if last is not None and last[0] == queue and offset <= last[1]:
+            for queue, offset, row in zip(queues, offsets, rows, strict=True):
+                # identity first: the rows of one run share their QueueKey
+                same = last is queue or last == queue
+                if same and offset <= last_offset:
                     raise InvalidArgumentError(
                         f"rows of {queue} are not in offset order at {offset}"
                     )
-                if window is not None and (window.queue != queue or len(window.rows) >= self._size):
-                    await self._flush(window, final=window.queue != queue)
+                if window is not None and (not same or len(window.rows) >= size):
+                    await self._flush(window, final=not same)
                     window = None
-                last = (queue, offset)
-                if await self._already_sent(queue, offset):
+                last, last_offset = queue, offset
+                if queue in resume and await self._already_sent(queue, offset):
                     self.counts.skipped += 1
                     continue
                 if window is None:
@@ -179,7 +174,7 @@ class TaskSender:
         if window is not None:
             await self._flush(window, final=True)
         elif last is not None:
-            await self._mark_sent(last[0], last[1] + 1)
+            await self._mark_sent(last, last_offset + 1)
 
     @property
     def _size(self) -> int:
@@ -324,6 +319,27 @@ class TaskSender:
             if delay > 0:
                 await asyncio.sleep(delay)
         self._paced += count
+
+
+def _sources(job: str, batch: pa.RecordBatch) -> tuple[list[QueueKey], list[int], list[str]]:
+    """Per row of ``batch``: the dead-letter queue and offset it comes from, and the unique
+    id the job gives its message (rows of one queue come in runs, usually one a batch)."""
+    brokers = batch.column("sourceBroker").to_pylist()
+    queue_ids = batch.column("sourceQueueId").to_pylist()
+    offsets = [int(o) for o in batch.column("sourceQueueOffset").to_pylist()]
+    queues: list[QueueKey] = []
+    uniq: list[str] = []
+    start, count = 0, len(offsets)
+    while start < count:
+        broker, queue_id = brokers[start], queue_ids[start]
+        end = start + 1
+        while end < count and brokers[end] == broker and queue_ids[end] == queue_id:
+            end += 1
+        queue = QueueKey(str(broker), int(queue_id))
+        queues.extend(repeat(queue, end - start))
+        uniq.extend(ledger.message_keys(job, queue, offsets[start:end]))
+        start = end
+    return queues, offsets, uniq
 
 
 def send_batches(options: SendOptions, batches: Iterator[pa.RecordBatch]) -> Counts:
