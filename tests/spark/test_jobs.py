@@ -19,6 +19,7 @@ from reconsume.client.settings import ConsumerSettings
 from reconsume.message import properties as props
 from reconsume.message.model import Message, StoredMessage
 from reconsume.message.names import dead_letter_topic
+from reconsume.spark.jobs.frames import CONCURRENT_WRITERS
 from reconsume.spark.jobs.main import main
 
 from ..integration.cluster import Cluster
@@ -53,11 +54,13 @@ def test_drain_archives_ten_thousand_dead_letters_to_parquet(
     assert dead_letter_backlog(spark_cluster, group) == count
     archive = tmp_path / "archive"
     log = tmp_path / "termination-log"
+    writers = spark.conf.get(CONCURRENT_WRITERS)
 
     code, result = run_job(spark, spark_cluster, capsys, "drain", "--group", group,
                            "--path", str(archive), "--termination-log", str(log))  # fmt: skip
 
     assert code == 0, result
+    assert spark.conf.get(CONCURRENT_WRITERS) == writers  # the session is left as it was
     assert json.loads(log.read_text()) == result
     assert result["phase"] == "Succeeded"
     assert result["counts"] == {"read": count, "matched": count, "archived": count,

@@ -27,6 +27,9 @@ MATCHED = "_matched"
 ARCHIVE_RUN = "archiveRun"
 """Column of the archive naming the run that wrote each row."""
 DEAD_LETTER_DATE = "deadLetterDate"
+CONCURRENT_WRITERS = "spark.sql.maxConcurrentOutputFileWriters"
+ARCHIVE_WRITERS = 4
+"""Partition writers a drain task keeps open (one a dead-letter date) instead of sorting."""
 REPROCESSED = "RECONSUME_REPROCESSED"
 """Property of a re-sent dead letter: the job that re-sent it."""
 RESET = (
@@ -132,6 +135,34 @@ def archive_rows(frame: DataFrame, run: str) -> DataFrame:
             F.to_date(F.coalesce(F.col("deadLetterTime"), F.col("storeTimestamp"))),
         )
     )
+
+
+def write_archive(frame: DataFrame, run: str, params: JobParams) -> None:
+    """Append ``archive_rows`` of ``frame`` to the job's sink, partitioned by dead-letter date,
+    with up to ``ARCHIVE_WRITERS`` partition writers open in each task (unless the job's own
+    ``--conf`` sets them): Spark otherwise sorts every row by its date before writing, which
+    took a fifth of the drain's JVM time and spilled to disk (bench/RESULTS.md); past that many
+    dates in a task it falls back to sorting."""
+    spark = frame.sparkSession
+    writer = (
+        archive_rows(frame, run)
+        .write.mode("append")
+        .partitionBy(DEAD_LETTER_DATE)
+        .format(params.sink_format)
+    )
+    path = params.sink_path
+    if any(key == CONCURRENT_WRITERS for key, _ in params.conf):
+        writer.save(path)
+        return
+    previous = spark.conf.get(CONCURRENT_WRITERS)
+    spark.conf.set(CONCURRENT_WRITERS, ARCHIVE_WRITERS)
+    try:
+        writer.save(path)
+    finally:
+        if previous is None:
+            spark.conf.unset(CONCURRENT_WRITERS)
+        else:
+            spark.conf.set(CONCURRENT_WRITERS, previous)
 
 
 def resent(params: JobParams) -> Column:

@@ -256,13 +256,7 @@ class Run:
         asyncio.run(self._append(scope, ledger.Entry(self.params.job, ledger.ARCHIVING, first,
                                                      0, 0, data=data)))  # fmt: skip
         counted, observation = frames.observed(frame, "dead-letters")
-        (
-            frames.archive_rows(counted, run)
-            .write.mode("append")
-            .partitionBy(frames.DEAD_LETTER_DATE)
-            .format(self.params.sink_format)
-            .save(path)
-        )
+        frames.write_archive(counted, run, self.params)
         read, matched = frames.counts_of(observation)
         self.counts.update(read=read, matched=matched, archived=matched, kept=read - matched)
         done = ledger.scope_data(ranges, matched, path) | {"run": run, "filtered": filtered}
