@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections import Counter
 from typing import Any, cast
 
@@ -673,3 +675,9 @@ def test_counts_add_up_over_tasks() -> None:
     assert total.skipped == 3
     assert total.to_dict() == {"sent": {"orders": 7, "%DLQ%g": 1, "audit": 5}, "skipped": 3}
     assert Counts.total([]).to_dict() == {"sent": {}, "skipped": 0}
+
+
+def test_the_jobs_import_without_numpy() -> None:
+    # The image's `spark` extra is pyspark and pyarrow: numpy is not in it.
+    code = "import sys; sys.modules['numpy'] = None; import reconsume.spark.jobs.main"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

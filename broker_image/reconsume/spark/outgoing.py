@@ -13,11 +13,12 @@ error.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -33,6 +34,9 @@ _ALONE = frozenset({props.RECONSUME_TIME, props.MAX_RECONSUME_TIMES, props.DELAY
 _MAX_PROPERTIES_BYTES = 32767
 """A batch message's properties length is a signed 16-bit field."""
 _EMPTY = pa.scalar(b"", pa.binary())
+_HEAD_BYTES = 20
+"""totalSize, magic, bodyCRC, flag and bodyLength: five big-endian int32s."""
+_THREE_ZEROS = pa.scalar(bytes(12), pa.binary())
 _KEYS = pa.list_(pa.string())
 SENT = frozenset({"topic", "body", "properties", "tags", "keys"})
 """The columns a message is made of."""
@@ -181,18 +185,17 @@ def encode_columns(
     )
     joined = pc.binary_join_element_wise(*parts, props.PROPERTY_SEPARATOR, null_handling="skip")
     encoded = pc.binary_join_element_wise(joined, props.PROPERTY_SEPARATOR, "").cast(pa.binary())
-    properties_bytes = pc.binary_length(encoded).to_numpy(zero_copy_only=False)
-    if count and int(properties_bytes.max()) > _MAX_PROPERTIES_BYTES:
+    properties_bytes = pc.binary_length(encoded)
+    if count and pc.max(properties_bytes).as_py() > _MAX_PROPERTIES_BYTES:
         return None
     body = _body(batch.column("body") if "body" in names else None, count)
-    body_bytes = pc.binary_length(body).to_numpy(zero_copy_only=False)
-    heads = np.zeros((count, 5), dtype=">i4")  # totalSize, magic, bodyCRC, flag, bodyLength
-    heads[:, 0] = 20 + body_bytes + 2 + properties_bytes
-    heads[:, 4] = body_bytes
-    lengths = properties_bytes.astype(">i2")
+    body_bytes = pc.binary_length(body)
+    total = pc.add(pc.add(body_bytes, properties_bytes), _HEAD_BYTES + 2)
+    # totalSize, then magic, bodyCRC and flag (0: the broker ignores the first two), then
+    # bodyLength, the body, propertiesLength and the properties
     items = pc.binary_join_element_wise(
-        _fixed(heads.tobytes(), 20, count), body, _fixed(lengths.tobytes(), 2, count), encoded,
-        _EMPTY,
+        _big_endian(total, "i"), _THREE_ZEROS, _big_endian(body_bytes, "i"), body,
+        _big_endian(properties_bytes, "h"), encoded, _EMPTY,
     )  # fmt: skip
     rows = zip(topic.to_pylist(), items.to_pylist(), uniq, repeat(NO_RETRY), repeat(None))
     return [tuple.__new__(Outgoing, row) for row in rows]
@@ -203,8 +206,8 @@ def _map_entries(
 ) -> pa.Array | None:
     """Per row, the map's entries as ``name \\x01 value`` joined by ``\\x02`` (null when none):
     null values left out, and TAGS and KEYS where the tags and keys columns replace them."""
-    offsets = column.offsets.to_numpy()
-    start, end = int(offsets[0]), int(offsets[-1])
+    offsets = column.offsets
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
     names, values = column.keys.slice(start, end - start), column.items.slice(start, end - start)
     if _has_separator(names) or _has_separator(values):
         return None
@@ -212,20 +215,23 @@ def _map_entries(
         return None
     if pc.any(pc.is_in(names, pa.array(sorted(_ALONE)))).as_py():
         return None
-    rows = np.repeat(np.arange(len(column)), np.diff(offsets))
-    keep = values.is_valid().to_numpy(zero_copy_only=False).copy()
     own_ids = _equal(names, props.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-    if keep_own_ids and own_ids.any():
+    if keep_own_ids and pc.any(own_ids).as_py():
         return None
-    keep &= ~own_ids
+    keep = pc.and_(values.is_valid(), pc.invert(own_ids))
+    # the row of each entry (list_parent_indices of the map's offsets over its names)
+    rows = pc.list_parent_indices(pa.ListArray.from_arrays(offsets, column.keys))
     for replacing, name in ((tags, props.TAGS), (keys, props.KEYS)):
         if replacing is not None:
-            valid = replacing.is_valid().to_numpy(zero_copy_only=False)
-            keep &= ~(_equal(names, name) & valid[rows])
+            replaced = pc.and_(_equal(names, name), pc.take(replacing.is_valid(), rows))
+            keep = pc.and_(keep, pc.invert(replaced))
     pairs = pc.binary_join_element_wise(names, values, props.NAME_VALUE_SEPARATOR)
-    kept = np.bincount(rows[keep], minlength=len(column))
-    kept_offsets = np.concatenate(([0], np.cumsum(kept))).astype(np.int32)
-    lists = pa.ListArray.from_arrays(pa.array(kept_offsets), pairs.filter(pa.array(keep)))
+    # where each row's kept entries start: the kept entries before its first one
+    kept_before = pa.concat_arrays(
+        [pa.array([0], pa.int64()), pc.cumulative_sum(keep.cast(pa.int64()))]
+    )
+    kept_offsets = pc.take(kept_before, pc.subtract(offsets, start)).cast(pa.int32())
+    lists = pa.ListArray.from_arrays(kept_offsets, pairs.filter(keep))
     joined = pc.binary_join(lists, props.PROPERTY_SEPARATOR)
     return pc.if_else(pc.equal(pc.binary_length(joined), 0), pa.scalar(None, pa.string()), joined)
 
@@ -250,13 +256,24 @@ def _has_separator(strings: pa.Array) -> bool:
     data = strings.buffers()[2]
     if data is None or data.size == 0:
         return False
-    octets = np.frombuffer(data, dtype=np.uint8)
-    return bool(((octets - np.uint8(1)) < 2).any())  # 1 and 2; 0 wraps around to 255
+    raw = data.to_pybytes()
+    return props.NAME_VALUE_SEPARATOR.encode() in raw or props.PROPERTY_SEPARATOR.encode() in raw
 
 
-def _equal(strings: pa.Array, value: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
-    equal = pc.fill_null(pc.equal(strings, value), False)
-    return np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)
+def _equal(strings: pa.Array, value: str) -> pa.Array:
+    """Per value of ``strings``: equal to ``value`` (a null is not)."""
+    return pc.fill_null(pc.equal(strings, value), False)
+
+
+def _big_endian(lengths: pa.Array, code: str) -> pa.Array:
+    """Integers as big-endian binary values of ``array``'s ``code`` (``i``: 4 bytes, ``h``: 2)."""
+    values = array(code, lengths.to_pylist())
+    if sys.byteorder == "little":
+        values.byteswap()
+    fixed = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(values.itemsize), len(values), [None, pa.py_buffer(values.tobytes())]
+    )
+    return fixed.cast(pa.binary())
 
 
 def _body(column: pa.Array | None, count: int) -> pa.Array:
@@ -266,11 +283,3 @@ def _body(column: pa.Array | None, count: int) -> pa.Array:
     if pa.types.is_string(column.type):
         column = column.cast(pa.binary())
     return pc.fill_null(column, _EMPTY)
-
-
-def _fixed(data: bytes, width: int, count: int) -> pa.Array:
-    """``count`` values of ``width`` bytes each, cut from ``data``, as a binary array."""
-    array = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(width), count, [None, pa.py_buffer(data)]
-    )
-    return array.cast(pa.binary())
