@@ -18,7 +18,7 @@ from reconsume.message.address import HostAddress
 from reconsume.message.codec import encode_record
 from reconsume.message.decode import iter_records
 from reconsume.message.offset_ranges import is_acked
-from reconsume.spark.columns import Columns, _walk, _walk_v4
+from reconsume.spark.columns import Columns, _walk
 from reconsume.spark.schema import to_batch
 
 HOSTS = [
@@ -128,7 +128,8 @@ def test_a_malformed_record_is_a_codec_error_and_the_batch_keeps_what_came_befor
     )  # fmt: skip
     columns = Columns()
     columns.add(good, 0, 10)
-    for broken in (good[:-1], good[:4] + b"\0\0\0\0" + good[8:], good[:30]):
+    lengths_off = good[:-2] + b"\0\1"  # a properties length past totalSize
+    for broken in (good[:-1], good[:4] + b"\0\0\0\0" + good[8:], good[:30], lengths_off):
         with pytest.raises(CodecError):
             columns.add(broken, 0, 10)
     assert len(columns) == 1
@@ -173,16 +174,31 @@ def test_a_property_named_twice_keeps_its_last_value() -> None:
     assert batch.column("properties").to_pylist() == [[(props.TAGS, "b")]]
 
 
+USUAL = RECORD.map(lambda r: {**r, "hosts": (HOSTS[0], HOSTS[0]), "compressed": False})
+"""Records as most pulls hold them: IPv4 hosts, uncompressed (the walk's one-unpack path)."""
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(RECORD, max_size=6), st.integers(0, 10), st.integers(10, 41))
-def test_the_walk_of_usual_records_takes_what_the_exact_walk_takes(
+@given(
+    st.lists(st.one_of(USUAL, USUAL, RECORD), max_size=6), st.integers(0, 10), st.integers(10, 41)
+)
+def test_the_walk_takes_what_decoding_takes_from_usual_and_other_records(
     records: list[dict[str, object]], low: int, high: int
 ) -> None:
     body = b"".join(_encode(r, i * 500) for i, r in enumerate(records))
-    exact = _walk(body, low, high, ())
-    usual = all(r["hosts"] == (HOSTS[0], HOSTS[0]) and not r["compressed"] for r in records)
-    fast = _walk_v4(body, low, high, ())
-    if usual and exact[0]:
-        assert fast == exact
-    else:  # an IPv6 host, a compressed body or nothing taken: the exact walk decides
-        assert fast == ()
+    (_ids, offsets, physical, born, stored, times, hosts, bodies, topics, properties) = _walk(
+        body, low, high, ()
+    )
+    taken = [m for m in iter_records(body) if low <= m.queue_offset < high]
+    wanted = [r for r in records if low <= r["queue_offset"] < high]  # type: ignore[operator]
+    assert offsets == [m.queue_offset for m in taken]
+    assert physical == [m.commit_log_offset for m in taken]
+    assert (born, stored) == (
+        [m.born_timestamp_ms * 1000 for m in taken],
+        [m.store_timestamp_ms * 1000 for m in taken],
+    )
+    assert times == [m.reconsume_times for m in taken]
+    assert hosts == [m.store_host.packed() for m in taken]
+    assert bodies == [r["body"] for r in wanted]
+    assert topics == [str(r["topic"]).encode() for r in wanted]
+    assert properties == [str(r["properties"]).encode() for r in wanted]
