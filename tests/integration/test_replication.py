@@ -43,9 +43,10 @@ def namesrv() -> Iterator[ServerProcess]:
 
 
 def start_master(namesrv: ServerProcess, store: Path, *extra: str) -> ServerProcess:
+    """A Sync-replicated master serving its metrics (so a test can wait for its replicas)."""
     return start_broker(
         namesrv.address, NAME, store, extra=("--replication", "Sync", "--replica-lag-max-ms",
-                                             "1000", *extra)
+                                             "1000", "--http-listen", "127.0.0.1:0", *extra)
     )  # fmt: skip
 
 
@@ -61,6 +62,19 @@ async def registered(namesrv: ServerProcess, addresses: dict[int, str]) -> None:
             return any(b.name == NAME and b.addresses == addresses for b in await admin.brokers())
 
     await eventually_async(probe, 20, f"{NAME} registered as {addresses}")
+
+
+def in_sync(master: ServerProcess, replicas: int) -> None:
+    """Wait until ``replicas`` replicas have caught up with ``master``: registered with the name
+    server is not enough, as a replica registers before its handshake, and a Sync send before
+    that is answered SLAVE_NOT_AVAILABLE."""
+    key = ("reconsume_replication_in_sync_replicas", frozenset())
+    eventually(
+        lambda: scrape_now(master).get(key) == replicas,
+        20,
+        f"{replicas} replicas in sync with the master",
+        detail=lambda: str(scrape_now(master)),
+    )
 
 
 async def send(namesrv: ServerProcess, count: int, tag: str) -> list[str]:
@@ -87,6 +101,7 @@ def test_a_replica_holds_the_masters_log_and_sync_sends_wait_for_it(
     replica = start_replica(namesrv, tmp_path / "replica", master)
     try:
         asyncio.run(registered(namesrv, {0: master.address, 1: replica.address}))
+        in_sync(master, 1)
         sent = asyncio.run(send(namesrv, 200, "first"))
         assert len(set(sent)) == 200
 
@@ -190,6 +205,7 @@ def test_consumers_read_from_the_replica_while_the_master_is_away(
     replica = start_replica(namesrv, tmp_path / "replica", master)
     try:
         asyncio.run(registered(namesrv, {0: master.address, 1: replica.address}))
+        in_sync(master, 1)
         sent = asyncio.run(send(namesrv, 300, "acknowledged"))
         master.kill()
         asyncio.run(registered(namesrv, {1: replica.address}))
@@ -233,8 +249,6 @@ def test_the_masters_metrics_show_a_stopped_replica_falling_behind_and_catching_
         "--replication-accept-alone",
         "--replicas",
         "2",
-        "--http-listen",
-        "127.0.0.1:0",
     )
     replica = start_replica(namesrv, tmp_path / "replica", master)
     labels = frozenset({("replica", f"{NAME}-1")})
@@ -300,6 +314,7 @@ def test_a_replica_rebuilt_from_an_empty_store_catches_up_under_load(
     try:
         addresses = {0: master.address, 1: first.address, 2: second.address}
         asyncio.run(registered(namesrv, addresses))
+        in_sync(master, 2)
         acked += asyncio.run(send(namesrv, 3000, "before"))
 
         async def under_load() -> None:
