@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 from reconsume.broker.context import BrokerContext
 from reconsume.engine.retry import (
@@ -32,7 +33,7 @@ from reconsume.engine.timer_message import (
 from reconsume.errors import InvalidArgumentError, StoreError
 from reconsume.message import properties as props
 from reconsume.message.address import HostAddress
-from reconsume.message.batch import decode_batch, merge_properties
+from reconsume.message.batch import BatchPart, split_batch
 from reconsume.message.configs import PERM_READ_WRITE, TopicConfig, is_writable
 from reconsume.message.ids import offset_msg_id
 from reconsume.message.names import (
@@ -44,7 +45,8 @@ from reconsume.message.names import (
     validate_topic,
 )
 from reconsume.message.sysflag import MULTI_TAGS, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
-from reconsume.store import PutRequest, PutResult
+from reconsume.store import PutRequest
+from reconsume.store.requests import BatchPut
 from reconsume.wire.broker_headers import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
@@ -94,6 +96,21 @@ class _Refused(Exception):
         self.remark = remark
 
 
+class _Batch(NamedTuple):
+    """A batch to append (:meth:`MessageStore.append_parts`): its messages as they came and
+    what they share."""
+
+    topic: str
+    queue_id: int
+    parts: list[BatchPart]
+    properties: str
+    """The batch's own properties, which follow each message's."""
+    sys_flag: int
+    born_timestamp_ms: int
+    born_host: bytes
+    reconsume_times: int
+
+
 SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
 """The header of a send: V2 is V1 under one-letter wire names, with the same attributes, so
 the processor reads either as it came (no V2 → V1 copy per message)."""
@@ -122,10 +139,10 @@ class SendProcessor:
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
         try:
             topic, queue_id, config = self._check(header)
-            requests = self._build(header, request.body, topic, queue_id, config, connection, batch)
+            put = self._build(header, request.body, topic, queue_id, config, connection, batch)
         except _Refused as refused:
             return _respond(request, refused.code, refused.remark)
-        return self._store(request, connection, requests, queue_id)
+        return self._store(request, connection, put, queue_id)
 
     # ------------------------------------------------------------------ checks
     def _check(self, header: SendHeader) -> tuple[str, int, TopicConfig]:
@@ -194,7 +211,7 @@ class SendProcessor:
         config: TopicConfig,
         connection: Connection,
         batch: bool,
-    ) -> list[PutRequest]:
+    ) -> PutRequest | _Batch:
         sys_flag = header.sys_flag | (MULTI_TAGS if config.topic_filter_type == "MULTI_TAG" else 0)
         if sys_flag & TRANSACTION_MASK != TRANSACTION_NOT_TYPE:
             raise _Refused(ResponseCode.NO_PERMISSION, self._no_transactions())
@@ -219,27 +236,12 @@ class SendProcessor:
         born_host = _born_host(connection)
         reconsume_times = header.reconsume_times or 0
         if not batch:
-            return [
-                PutRequest(
-                    topic=topic,
-                    queue_id=queue_id,
-                    body=body,
-                    properties=encoded,
-                    flag=header.flag,
-                    sys_flag=sys_flag,
-                    born_timestamp_ms=header.born_timestamp,
-                    born_host=born_host,
-                    reconsume_times=reconsume_times,
-                )
-            ]
-
-        def put(body: bytes, properties: str, flag: int) -> PutRequest:
             return PutRequest(
                 topic=topic,
                 queue_id=queue_id,
                 body=body,
-                properties=properties,
-                flag=flag,
+                properties=encoded,
+                flag=header.flag,
                 sys_flag=sys_flag,
                 born_timestamp_ms=header.born_timestamp,
                 born_host=born_host,
@@ -251,12 +253,11 @@ class SendProcessor:
         ):
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, "a batch message cannot be delayed")
         try:
-            items = decode_batch(body)
+            parts = split_batch(body)
         except InvalidArgumentError as exc:
             raise _Refused(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}") from None
-        return [
-            put(item.body, merge_properties(item.properties, encoded), item.flag) for item in items
-        ]
+        return _Batch(topic, queue_id, parts, encoded, sys_flag, header.born_timestamp, born_host,
+                      reconsume_times)  # fmt: skip
 
     def _decoded(
         self, properties: dict[str, str], header: SendHeader, topic: str, queue_id: int, batch: bool
@@ -293,51 +294,64 @@ class SendProcessor:
         self,
         request: RemotingCommand,
         connection: Connection,
-        requests: Sequence[PutRequest],
+        put: PutRequest | _Batch,
         queue_id: int,
     ) -> RemotingCommand | None:
         store = self.context.store
+        context = self.context
+        topic = put.topic
         try:
-            if len(requests) == 1:
-                results = [store.append(requests[0])]
+            if isinstance(put, _Batch):
+                stored = store.append_parts(
+                    topic, put.queue_id, put.parts, put.properties, sys_flag=put.sys_flag,
+                    born_timestamp_ms=put.born_timestamp_ms, born_host=put.born_host,
+                    reconsume_times=put.reconsume_times,
+                )  # fmt: skip
             else:
-                results = store.append_batch(requests)
+                one = store.append(put)
+                stored = BatchPut([one.commit_log_offset], one.end_offset, one.queue_offset,
+                                  one.store_timestamp_ms, [])  # fmt: skip
         except InvalidArgumentError as exc:
             return _respond(request, ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
         except StoreError as exc:
             return _respond(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(exc))
-        topic = requests[0].topic
-        context = self.context
+        if isinstance(put, _Batch):
+            body_bytes = sum(len(part[1]) for part in put.parts)
+            codes: Callable[[], Collection[int]] = stored.tag_codes.copy
+        else:
+            body_bytes, single = len(put.body), put
+            codes = lambda: (context.tags_code(topic, single.properties, 0),)  # noqa: E731
         context.log_grew()
-        context.stats.stored(topic, len(requests), sum(len(r.body) for r in requests))
+        context.stats.stored(topic, len(stored.offsets), body_bytes)
         context.waiters.appended(
-            results[-1].end_offset,
+            stored.end_offset,
             context.read_limit,
             topic,
             queue_id,
             store.max_offset(topic, queue_id),
-            lambda: {context.tags_code(topic, r.properties, 0) for r in requests},
+            codes,
         )
         if topic == SCHEDULE_TOPIC:
-            context.schedule_appended(requests[0].queue_id)
+            context.schedule_appended(put.queue_id)  # the level's queue (the answer keeps its own)
         elif topic == TIMER_TOPIC:
             context.timer_appended()
         if context.waits_for_storage:
             context.answer_when_stored(
-                results[-1],
+                stored.last(),
                 lambda code: connection.reply(
-                    request, self._answer(request, results, queue_id, code)
+                    request, self._answer(request, stored, queue_id, code)
                 ),
             )
             return None
-        return self._answer(request, results, queue_id, ResponseCode.SUCCESS)
+        return self._answer(request, stored, queue_id, ResponseCode.SUCCESS)
 
     def _answer(
-        self, request: RemotingCommand, results: Sequence[PutResult], queue_id: int, code: int
+        self, request: RemotingCommand, put: BatchPut, queue_id: int, code: int
     ) -> RemotingCommand:
-        ids = ",".join(offset_msg_id(self.context.store_host, r.commit_log_offset) for r in results)
+        host = self.context.store_host
+        ids = ",".join(offset_msg_id(host, offset) for offset in put.offsets)
         header = SendMessageResponseHeader(
-            msg_id=ids, queue_id=queue_id, queue_offset=results[0].queue_offset
+            msg_id=ids, queue_id=queue_id, queue_offset=put.queue_offset
         )
         ext = header.to_ext_fields()
         ext[props.MSG_REGION] = REGION_ID

@@ -30,39 +30,50 @@ class BatchItem:
     properties: str
 
 
-def decode_batch(data: bytes) -> list[BatchItem]:
-    """Split a batch body into its messages; raises BatchFormatError when malformed."""
-    items: list[BatchItem] = []
+BatchPart = tuple[int, bytes, str]
+"""One message of a batch body as it came: flag, body, properties."""
+
+
+def split_batch(data: bytes) -> list[BatchPart]:
+    """Split a batch body into its messages as tuples (the broker's path: a dataclass per
+    message cost a tenth of storing it); raises BatchFormatError when malformed."""
+    parts: list[BatchPart] = []
     pos = 0
     end = len(data)
+    head, props_length = _HEAD.unpack_from, _PROPS_LEN.unpack_from
     while pos < end:
         if end - pos < _HEAD.size + _PROPS_LEN.size:
-            raise BatchFormatError(f"batch message {len(items)}: truncated header at byte {pos}")
-        total, _magic, _crc, flag, body_len = _HEAD.unpack_from(data, pos)
+            raise BatchFormatError(f"batch message {len(parts)}: truncated header at byte {pos}")
+        total, _magic, _crc, flag, body_len = head(data, pos)
         body_at = pos + _HEAD.size
         props_len_at = body_at + body_len
         if body_len < 0 or props_len_at + _PROPS_LEN.size > end:
-            raise BatchFormatError(f"batch message {len(items)}: body length {body_len} overruns")
-        props_len = _PROPS_LEN.unpack_from(data, props_len_at)[0]
+            raise BatchFormatError(f"batch message {len(parts)}: body length {body_len} overruns")
+        props_len = props_length(data, props_len_at)[0]
         props_at = props_len_at + _PROPS_LEN.size
         next_pos = props_at + props_len
         if props_len < 0 or next_pos > end:
             raise BatchFormatError(
-                f"batch message {len(items)}: properties length {props_len} overruns"
+                f"batch message {len(parts)}: properties length {props_len} overruns"
             )
         if total != next_pos - pos:
             raise BatchFormatError(
-                f"batch message {len(items)}: totalSize {total} but its parts take {next_pos - pos}"
+                f"batch message {len(parts)}: totalSize {total} but its parts take {next_pos - pos}"
             )
         try:
             properties = data[props_at:next_pos].decode()
         except UnicodeDecodeError as exc:
-            raise BatchFormatError(f"batch message {len(items)}: properties not UTF-8") from exc
-        items.append(BatchItem(flag, data[body_at:props_len_at], properties))
+            raise BatchFormatError(f"batch message {len(parts)}: properties not UTF-8") from exc
+        parts.append((flag, data[body_at:props_len_at], properties))
         pos = next_pos
-    if not items:
+    if not parts:
         raise BatchFormatError("batch body holds no message")
-    return items
+    return parts
+
+
+def decode_batch(data: bytes) -> list[BatchItem]:
+    """Split a batch body into its messages; raises BatchFormatError when malformed."""
+    return [BatchItem(*part) for part in split_batch(data)]
 
 
 def encode_batch(items: list[BatchItem]) -> bytes:

@@ -57,3 +57,25 @@ class PutResult(NamedTuple):
     def end_offset(self) -> int:
         """Offset one past the record; durable once the flush reaches it."""
         return self.commit_log_offset + self.size
+
+
+class BatchPut(NamedTuple):
+    """What appending a batch's messages gave (:meth:`MessageStore.append_parts`)."""
+
+    offsets: list[int]
+    """Each record's commit-log offset, in order."""
+    end_offset: int
+    """One past the last record."""
+    queue_offset: int
+    """The first record's queue offset (the others follow it)."""
+    store_timestamp_ms: int
+    tag_codes: list[int]
+    """Each record's consume-queue tag code."""
+
+    def last(self) -> PutResult:
+        """The last record as a single append would have described it."""
+        at = self.offsets[-1]
+        return PutResult(
+            at, self.end_offset - at, self.queue_offset + len(self.offsets) - 1,
+            self.store_timestamp_ms,
+        )  # fmt: skip

@@ -1,68 +1,49 @@
 """The message store of one broker: commit log, consume queues, tables, recovery, flushing.
 
 Appends are serialised by one lock and written straight into the mapped commit log, then
-indexed in the consume queue of (topic, queue) in the same critical section. Durability is
-separate (:mod:`reconsume.store.durability`): under Sync flush a put waits for the group
-commit that covers it; under Async a background thread fsyncs periodically. Reads return
-copies of whole records.
+indexed in the consume queue of (topic, queue) in the same critical section
+(:mod:`reconsume.store.appends`). Durability is separate (:mod:`reconsume.store.durability`):
+under Sync flush a put waits for the group commit that covers it; under Async a background
+thread fsyncs periodically. Reads return copies of whole records.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container
 from concurrent.futures import Future
 from pathlib import Path
-from struct import Struct
-from zlib import crc32
 
-from reconsume.errors import (
-    InvalidArgumentError,
-    MessageTooLargeError,
-    NotMasterError,
-    StoreClosedError,
-)
+from reconsume.errors import StoreClosedError
 from reconsume.message.address import HostAddress
-from reconsume.message.codec import (
-    MAX_PROPERTIES_BYTES,
-    MAX_TOPIC_BYTES,
-    MESSAGE_MAGIC_CODE,
-    RECORD_HEADS,
-    pack_record,
-)
-from reconsume.message.names import validate_topic
-from reconsume.message.sysflag import HOST_V6_MASK
+from reconsume.message.codec import MESSAGE_MAGIC_CODE, RECORD_HEADS
 from reconsume.store import reads
 from reconsume.store.acked import AckedTable
+from reconsume.store.appends import Appends
 from reconsume.store.atomic import lock_directory
 from reconsume.store.checkpoint import Checkpoint
 from reconsume.store.commitlog import CommitLog
 from reconsume.store.consume_queue import Entry
 from reconsume.store.durability import Durability
 from reconsume.store.epochs import EpochHistory
-from reconsume.store.flush import all_done
 from reconsume.store.maintenance import Background
 from reconsume.store.queue_table import QueueTable
 from reconsume.store.recovery import recover_store
 from reconsume.store.replication import LogReplica, read_log
-from reconsume.store.requests import PutRequest, PutResult, TagsCode, default_tags_code
+from reconsume.store.requests import TagsCode, default_tags_code
 from reconsume.store.retention import delete_expired_segments
-from reconsume.store.settings import FlushMode, StoreSettings
+from reconsume.store.settings import StoreSettings
 from reconsume.store.tables import OffsetTable, group_table, topic_table
 
 log = logging.getLogger(__name__)
 
 _LOOPBACK = HostAddress(b"\x7f\x00\x00\x01", 10911)
-_new_tuple = tuple.__new__
-# (request, topic bytes, properties bytes, head layout, sysFlag, body CRC, record size)
-_Prepared = tuple[PutRequest, bytes, bytes, Struct, int, int, int]
 
 
-class MessageStore:
+class MessageStore(Appends):
     """Open (and recover) the store in ``root``; one process at a time may hold it."""
 
     def __init__(
@@ -144,143 +125,6 @@ class MessageStore:
         self._background = Background(self) if background else None
         if self._background is not None:
             self._background.start()
-
-    # ------------------------------------------------------------------ writes
-    def _prepare(self, request: PutRequest) -> _Prepared:
-        """Check one message and compute what its record needs, outside the lock."""
-        properties = request.properties.encode()
-        topic = self._valid_topics.get(request.topic)
-        if topic is None:
-            topic = request.topic.encode()
-            validate_topic(request.topic)
-            if len(topic) > MAX_TOPIC_BYTES:
-                raise MessageTooLargeError(f"topic {request.topic!r} exceeds {MAX_TOPIC_BYTES}")
-            self._valid_topics[request.topic] = topic
-        if not 0 <= request.queue_id <= 0x7FFFFFFF:
-            # a negative id's directory is not reloaded on restart; a larger one does not pack
-            raise InvalidArgumentError(f"queue id {request.queue_id} is not a non-negative int32")
-        head_bits = self._heads.get(len(request.born_host))
-        if head_bits is None:
-            raise InvalidArgumentError(
-                f"born host is {len(request.born_host)} bytes; a packed host is 8 or 20"
-            )
-        head, v6_bits = head_bits
-        body = request.body
-        size = head.size + len(body) + 3 + len(topic) + len(properties)
-        if size > self.settings.max_message_bytes or len(properties) > MAX_PROPERTIES_BYTES:
-            raise MessageTooLargeError(
-                f"message to {request.topic} is {size} bytes stored (properties "
-                f"{len(properties)}); the limit is {self.settings.max_message_bytes} "
-                f"(properties {MAX_PROPERTIES_BYTES})"
-            )
-        sys_flag = (request.sys_flag & ~HOST_V6_MASK) | v6_bits
-        return request, topic, properties, head, sys_flag, crc32(body) & 0x7FFFFFFF, size
-
-    def _write(self, prepared: _Prepared, now_ms: int) -> PutResult:
-        """Append one prepared record and index it; the caller holds the lock."""
-        request, topic, properties, head, sys_flag, crc, size = prepared
-        queue = self.queues.queues.get((request.topic, request.queue_id))
-        if queue is None:
-            queue = self.queues.get_or_create(request.topic, request.queue_id)
-        commitlog = self.commitlog
-        segment, local = commitlog.reserve(size)
-        phys = commitlog.write_offset
-        queue_offset = queue.max_offset
-        pack_record(
-            segment.mm,
-            local,
-            size,
-            head,
-            crc,
-            request.queue_id,
-            request.flag,
-            queue_offset,
-            phys,
-            sys_flag,
-            request.born_timestamp_ms,
-            request.born_host,
-            now_ms,
-            self._store_host,
-            request.reconsume_times,
-            request.prepared_transaction_offset,
-            request.body,
-            topic,
-            properties,
-        )
-        commitlog.write_offset = phys + size
-        queue.append(phys, size, self._tags_code(request.topic, request.properties, now_ms))
-        return _new_tuple(PutResult, (phys, size, queue_offset, now_ms))
-
-    def append(self, request: PutRequest) -> PutResult:
-        """Append one message; durable once :meth:`durable` of its end offset completes."""
-        prepared = self._prepare(request)
-        lock = self._lock
-        lock.acquire()  # not `with`: its __enter__/__exit__ lookups cost as much as the rest
-        try:
-            self._check_writable()
-            return self._write(prepared, time.time_ns() // 1_000_000)
-        finally:
-            lock.release()
-
-    def append_batch(self, requests: Sequence[PutRequest]) -> list[PutResult]:
-        """Append messages in order under one lock; all are checked before any is written."""
-        prepared = [self._prepare(request) for request in requests]
-        lock = self._lock
-        lock.acquire()
-        try:
-            self._check_writable()
-            now_ms = time.time_ns() // 1_000_000
-            write = self._write
-            return [write(item, now_ms) for item in prepared]
-        finally:
-            lock.release()
-
-    def _check_writable(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f"store {self.root} is closed")
-        if self.is_replica:
-            raise NotMasterError(f"store {self.root} is a replica: it is written by its master")
-        until = self.writable_until
-        if until is not None and time.monotonic() >= until:
-            raise NotMasterError(f"store {self.root}: the master's lease ran out")
-        self.durability.check_writable()
-
-    def durable(self, end_offset: int) -> Future[None]:
-        """A future done when every byte below ``end_offset`` is on disk."""
-        future = self.group_commit.request(end_offset)
-        if self._background is None and not future.done():
-            self.durability.flush_commit_log()  # no flush thread: flush here
-        return future
-
-    def stored(self, end_offset: int) -> Future[None]:
-        """A future done once every byte below ``end_offset`` counts as stored: durable here
-        and, with :attr:`replicated` set, on the replicas."""
-        durable = self.durable(end_offset)
-        if self.replicated is None:
-            return durable
-        return all_done([durable, self.replicated(end_offset)])
-
-    def put(self, request: PutRequest, timeout_s: float | None = None) -> PutResult:
-        """Append; under Sync flush return only after the covering fsync."""
-        result = self.append(request)
-        if self.settings.flush_mode is FlushMode.SYNC:
-            self.durable(result.end_offset).result(timeout_s)
-        return result
-
-    def put_batch(
-        self, requests: Sequence[PutRequest], timeout_s: float | None = None
-    ) -> list[PutResult]:
-        results = self.append_batch(requests)
-        if results and self.settings.flush_mode is FlushMode.SYNC:
-            self.durable(results[-1].end_offset).result(timeout_s)
-        return results
-
-    async def put_async(self, request: PutRequest) -> PutResult:
-        """:meth:`put` for an event loop: the fsync wait does not block the loop."""
-        result = self.append(request)
-        if self.settings.flush_mode is FlushMode.SYNC:
-            await asyncio.wrap_future(self.durable(result.end_offset))
-        return result
 
     # ------------------------------------------------------------------ reads
     def get_messages(
