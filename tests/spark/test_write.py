@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 
 from reconsume.client.admin import AdminClient
 from reconsume.client.producer import Producer, SendResult
 from reconsume.message import properties as props
 from reconsume.message.model import Message
-from reconsume.spark.sender import SendOptions, TaskSender
 
 from ..integration.cluster import Cluster, create_topic, send_all
 from ..polling import eventually
@@ -133,57 +129,6 @@ def test_a_batch_write_over_two_topics_reads_back_exactly(
             assert message.reconsumeTimes == 0
         # Every message got an id of its own.
         assert len({message.msgId for message in stored}) == expected[topic]
-
-
-def test_a_task_reads_answers_while_it_waits_for_its_next_rows(spark_cluster: Cluster) -> None:
-    """A task asks Spark for its next rows with its last window's sends unanswered, and reads
-    their answers while it waits: the brokers, stopped while the first window goes out, are
-    resumed from inside the iterator of rows, and the window counts as sent before the
-    iterator gives its next rows."""
-    topic = "spark-write-overlap"
-    create_topics(spark_cluster, topic)
-    options = SendOptions((spark_cluster.namesrv.address,), batch=5, in_flight=1)
-    sender = TaskSender(options)
-    brokers = [broker.process for broker in spark_cluster.brokers.values()]
-
-    def rows(number: int) -> pa.RecordBatch:
-        return pa.RecordBatch.from_pydict(
-            {"topic": [topic] * 5, "body": [f"overlap-{number}-{i}".encode() for i in range(5)]},
-            schema=pa.schema([("topic", pa.string()), ("body", pa.binary())]),
-        )
-
-    def sent() -> int:
-        return sum(sender.counts.sent.values())
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for broker in brokers:
-            broker.send_signal(signal.SIGSTOP)
-        try:
-            yield rows(0)  # sent to brokers that cannot answer
-            assert sent() == 0  # asked for more rows with the window unanswered
-        finally:
-            for broker in brokers:
-                broker.send_signal(signal.SIGCONT)
-        eventually(lambda: sent() == 5, 20, "the window answered while the task waits for rows")
-        yield rows(1)
-
-    async def run() -> dict[str, Any]:
-        try:
-            return (await sender.send(batches())).to_dict()
-        finally:
-            await sender.close()
-
-    try:
-        assert asyncio.run(run()) == {"sent": {topic: 10}, "skipped": 0}
-    finally:
-        for broker in brokers:
-            broker.send_signal(signal.SIGCONT)
-
-    async def depth() -> int:
-        async with AdminClient(spark_cluster.name_servers) as admin:
-            return await admin.topic_depth(topic)
-
-    assert asyncio.run(depth()) == 10
 
 
 def test_a_string_body_column_is_sent_as_utf_8(

@@ -6,11 +6,6 @@ dead-letter jobs' mode), every row comes from a dead letter (columns ``sourceBro
 each one exactly once: before a batch, a ``sending`` entry records the dead-letter offsets it
 covers and where its messages can land; a re-run skips what the ledger says was sent, and for
 the one batch that may have been cut short looks its messages up by id at those targets.
-
-Either way a window's sends are in flight while the task takes the next window's rows from
-Spark (on a thread of their own, so that the event loop goes on reading answers) and encodes
-them, one window at a time: a job's next ``sending`` entry is written only once they are all
-answered, so at most one window is ever cut short.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -102,44 +96,23 @@ class TaskSender:
         self._found: dict[QueueKey, set[str]] = {}
         self._started = time.monotonic()
         self._paced = 0
-        self._in_flight: asyncio.Task[None] | None = None
-        """The last window's sends, answered or not."""
-        self._reader = ThreadPoolExecutor(1, thread_name_prefix="reconsume-rows")
 
     async def close(self) -> None:
-        self._reader.shutdown(wait=False)
         await self._producer.close()
         await self._client.close()
 
     async def send(self, batches: Iterator[pa.RecordBatch]) -> Counts:
         """Send the rows of ``batches`` (see reconsume.spark.writer for the columns)."""
-        try:
-            if self.options.job is None:
-                await self._send_plain(batches)
-            else:
-                await self._send_tracked(batches)
-            await self._settled()
-        finally:
-            in_flight, self._in_flight = self._in_flight, None
-            if in_flight is not None:  # the rows failed while it was in flight
-                in_flight.cancel()
-                await asyncio.gather(in_flight, return_exceptions=True)
+        if self.options.job is None:
+            await self._send_plain(batches)
+        else:
+            await self._send_tracked(batches)
         return self.counts
-
-    async def _each(self, batches: Iterator[pa.RecordBatch]) -> AsyncIterator[pa.RecordBatch]:
-        """``batches`` taken one at a time on a thread of their own: while Spark makes the next
-        rows, this loop writes the last window's requests and reads their answers."""
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = await loop.run_in_executor(self._reader, next, batches, None)
-            if batch is None:
-                return
-            yield batch
 
     # ------------------------------------------------------------------ plain
     async def _send_plain(self, batches: Iterator[pa.RecordBatch]) -> None:
         pending: list[Outgoing] = []
-        async for batch in self._each(batches):
+        for batch in batches:
             uniq = [self._producer.new_id() for _ in range(batch.num_rows)]
             for row in encode_batch_rows(batch, uniq, keep_own_ids=True):
                 pending.append(row)
@@ -152,8 +125,7 @@ class TaskSender:
     async def _send_rows(self, rows: Sequence[Outgoing]) -> None:
         sends = await self._batches(rows)
         await self._pace(len(rows))
-        await self._settled()  # one window in flight at a time
-        self._in_flight = self._started_sends(sends)
+        await self._send_all(sends)
 
     async def _batches(self, rows: Sequence[Outgoing]) -> list[tuple[list[Outgoing], MessageQueue]]:
         """``rows`` in batches of the batch size, each batch's rows of one topic for a queue
@@ -168,27 +140,8 @@ class TaskSender:
                 sends.append((group, await self._next_queue(topic)))
         return sends
 
-    def _started_sends(
-        self, sends: Sequence[tuple[list[Outgoing], MessageQueue]]
-    ) -> asyncio.Task[None]:
-        """Start ``sends`` at once, a task each (whose first step writes its first request);
-        the task returned ends when they are all answered, and counted."""
-        loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(self._send_group(group, queue)) for group, queue in sends]
-        return loop.create_task(self._counted(tasks, sends))
-
-    async def _counted(
-        self,
-        tasks: Sequence[asyncio.Task[None]],
-        sends: Sequence[tuple[list[Outgoing], MessageQueue]],
-    ) -> None:
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+    async def _send_all(self, sends: Sequence[tuple[list[Outgoing], MessageQueue]]) -> None:
+        await asyncio.gather(*(self._send_group(group, queue) for group, queue in sends))
         for group, queue in sends:
             self.counts.sent[queue.topic] += len(group)
 
@@ -198,7 +151,7 @@ class TaskSender:
         last: QueueKey | None = None
         last_offset = -1
         job, size, resume = self._job, self._size, self.options.resume
-        async for batch in self._each(batches):
+        for batch in batches:
             queues, offsets, uniq = _sources(job, batch)
             rows = encode_batch_rows(batch, uniq)
             for queue, offset, row in zip(queues, offsets, rows, strict=True):
@@ -221,7 +174,6 @@ class TaskSender:
         if window is not None:
             await self._flush(window, final=True)
         elif last is not None:
-            await self._settled()
             await self._mark_sent(last, last_offset + 1)
 
     @property
@@ -287,18 +239,10 @@ class TaskSender:
         # Paced before the entry, so the sends follow it at once: a re-run waits for a quiet
         # ledger (jobs/main.py) and a pause between an entry and its sends would hide them.
         await self._pace(len(window.rows))
-        await self._settled()  # a `sending` entry only ever follows a window wholly sent
         await self._write(window.queue, entry)
-        self._in_flight = self._started_sends(sends)
+        await self._send_all(sends)
         if final:
-            await self._settled()
             await self._mark_sent(window.queue, end)
-
-    async def _settled(self) -> None:
-        """Wait until the window in flight is answered (raising what its sends raised)."""
-        in_flight, self._in_flight = self._in_flight, None
-        if in_flight is not None:
-            await in_flight
 
     async def _mark_sent(self, queue: QueueKey, end: int) -> None:
         await self._write(queue, ledger.Entry(self._job, ledger.SENT, queue, end, end))
