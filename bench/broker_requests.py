@@ -11,7 +11,8 @@ a filled queue, with the commit-offset flag). CPU µs per request of the calling
 best and median of the runs: what ``bench.client_throughput`` runs through the broker per
 request, minus the kernel's socket work and the wake-ups between processes. A third line
 times the client's side of a pull: decoding the records of a pull response
-(``reconsume.message.decode``), per record.
+(``reconsume.message.decode``), per record. A fourth is a SEND_BATCH_MESSAGE of 256 messages
+of 1 KiB with the properties a dead-letter job's re-send carries, per message.
 
 The last two lines are a master under Sync replication (Async flush), per send: a read of 8
 sends (8 producer threads on one connection, as Apache RocketMQ's Java client sends them) or of
@@ -42,6 +43,7 @@ from reconsume.broker.server import guarded
 from reconsume.broker.settings import BrokerSettings
 from reconsume.message import properties as props
 from reconsume.message.address import HostAddress
+from reconsume.message.batch import BatchItem, encode_batch
 from reconsume.message.decode import iter_records
 from reconsume.store import MessageStore
 from reconsume.store.settings import FlushMode, StoreSettings
@@ -54,6 +56,8 @@ from reconsume.wire.transport import Connection, Dispatcher
 TOPIC = "BenchRequests"
 QUEUES = 8
 RECORDS_PER_PULL = 32
+BATCH = 256
+"""Messages of a SEND_BATCH_MESSAGE (a dead-letter job's batch)."""
 REPLICATED = {"replicated8": 8, "replicated1": 1}
 """The replicated cases and the sends of each read."""
 
@@ -90,6 +94,29 @@ def send_frame(index: int, body: bytes) -> bytes:
         reconsume_times=0, batch=False, broker_name="bench-broker",
     )  # fmt: skip
     request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), body)
+    return encode_frame(request)
+
+
+def batch_frame(index: int, body: bytes) -> bytes:
+    """A job's re-send of :data:`BATCH` dead letters (their own properties, a unique key each)."""
+    items = [
+        BatchItem(0, body, props.encode_properties({
+            "TAGS": "timeout", "KEYS": f"order-{index}-{i}",
+            "ORIGIN_MESSAGE_ID": f"7F00000100002A9F{index * BATCH + i:016X}",
+            "RECONSUME_REPROCESSED": "bench-job",
+            "UNIQ_KEY": f"7F0000010000{index * BATCH + i:020X}",
+        }))
+        for i in range(BATCH)
+    ]  # fmt: skip
+    header = SendMessageRequestHeaderV2(
+        producer_group="bench-producer", topic=TOPIC, default_topic="TBW102",
+        default_topic_queue_nums=QUEUES, queue_id=index % QUEUES, sys_flag=0,
+        born_timestamp=int(time.time() * 1000), flag=0, properties="", reconsume_times=0,
+        batch=True, broker_name="bench-broker",
+    )  # fmt: skip
+    request = RemotingCommand.request(
+        RequestCode.SEND_BATCH_MESSAGE, header.to_ext_fields(), encode_batch(items)
+    )
     return encode_frame(request)
 
 
@@ -169,7 +196,7 @@ async def _measure(
     settings = BrokerSettings(store_dir=str(directory), flush_mode=FlushMode.ASYNC)
     store_settings = StoreSettings(flush_mode=FlushMode.ASYNC, commit_log_segment_bytes=64 << 20)
     store = MessageStore(directory, store_settings, background=False)
-    result: dict[str, Any] = {"send_us": [], "pull_us": [], "decode_us": []}
+    result: dict[str, Any] = {"send_us": [], "pull_us": [], "decode_us": [], "batch_us": []}
     result.update({f"{kind}_us": [] for kind in REPLICATED})
     result.update({f"{kind}_writes": 0.0 for kind in REPLICATED})
     try:
@@ -179,6 +206,7 @@ async def _measure(
         # Wrapped as the broker wraps them (reconsume.broker.server).
         dispatcher.register(RequestCode.SEND_MESSAGE_V2, guarded(SendProcessor(context).send))
         dispatcher.register(RequestCode.PULL_MESSAGE, guarded(PullProcessor(context).pull))
+        dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, guarded(SendProcessor(context).send))
         transport = _Transport()
         connection = Connection(dispatcher)
         connection.connection_made(transport)  # type: ignore[arg-type]
@@ -204,6 +232,11 @@ async def _measure(
                 list(iter_records(pulled))
             cpu = time.thread_time() - cpu
             result["decode_us"].append(cpu / (bodies * RECORDS_PER_PULL) * 1e6)
+        batches = [batch_frame(i, body) for i in range(max(1, count // BATCH))]
+        await _drive(connection, transport, batches[:2])  # warm-up
+        for _ in range(runs if only in (None, "batch") else 0):
+            cpu = await _drive(connection, transport, batches)
+            result["batch_us"].append(cpu / (len(batches) * BATCH) * 1e6)
         for kind, per_read in REPLICATED.items():
             for _ in range(runs if only in (None, kind) else 0):
                 cpu, writes = await _replicated(context, dispatcher, sends, per_read)
@@ -246,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="count instructions per request under valgrind instead of timing (n=2000)",
     )
-    kinds = ("send", "pull", "decode", *REPLICATED)
+    kinds = ("send", "pull", "decode", "batch", *REPLICATED)
     parser.add_argument("--only", choices=kinds, help=argparse.SUPPRESS)
     parser.add_argument("--dry", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -254,6 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         "send": "SEND_MESSAGE_V2 (1 KiB), broker",
         "pull": "PULL_MESSAGE (32 of 1 KiB), broker",
         "decode": "decoding a pulled record, client (message.decode.iter_records)",
+        "batch": f"SEND_BATCH_MESSAGE ({BATCH} of 1 KiB), broker, per message",
         "replicated8": "SEND_MESSAGE_V2 under Sync replication, 8 a read, master",
         "replicated1": "SEND_MESSAGE_V2 under Sync replication, 1 a read, master",
     }

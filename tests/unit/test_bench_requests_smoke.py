@@ -30,7 +30,7 @@ def test_broker_requests_prints_every_case_with_batched_replicated_answers(tmp_p
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 5, done.stdout
+    assert len(lines) == 6, done.stdout
     writes = {
         match.group(1): float(match.group(2))
         for line in lines
