@@ -46,7 +46,6 @@ from reconsume.message.names import (
 )
 from reconsume.message.sysflag import MULTI_TAGS, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from reconsume.store import PutRequest
-from reconsume.store.requests import BatchPut
 from reconsume.wire.broker_headers import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
@@ -300,6 +299,7 @@ class SendProcessor:
         store = self.context.store
         context = self.context
         topic = put.topic
+        codes: Callable[[], Collection[int]]
         try:
             if isinstance(put, _Batch):
                 stored = store.append_parts(
@@ -307,24 +307,23 @@ class SendProcessor:
                     born_timestamp_ms=put.born_timestamp_ms, born_host=put.born_host,
                     reconsume_times=put.reconsume_times,
                 )  # fmt: skip
+                offsets, first, last = stored.offsets, stored.queue_offset, stored.last()
+                codes = stored.tag_codes.copy
+                body_bytes = sum(len(part[1]) for part in put.parts)
             else:
-                one = store.append(put)
-                stored = BatchPut([one.commit_log_offset], one.end_offset, one.queue_offset,
-                                  one.store_timestamp_ms, [])  # fmt: skip
+                last = store.append(put)
+                offsets, first = [last.commit_log_offset], last.queue_offset
+                body_bytes = len(put.body)
+                single = put  # narrowed, for the lambda
+                codes = lambda: (context.tags_code(topic, single.properties, 0),)  # noqa: E731
         except InvalidArgumentError as exc:
             return _respond(request, ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}")
         except StoreError as exc:
             return _respond(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(exc))
-        if isinstance(put, _Batch):
-            body_bytes = sum(len(part[1]) for part in put.parts)
-            codes: Callable[[], Collection[int]] = stored.tag_codes.copy
-        else:
-            body_bytes, single = len(put.body), put
-            codes = lambda: (context.tags_code(topic, single.properties, 0),)  # noqa: E731
         context.log_grew()
-        context.stats.stored(topic, len(stored.offsets), body_bytes)
+        context.stats.stored(topic, len(offsets), body_bytes)
         context.waiters.appended(
-            stored.end_offset,
+            last.end_offset,
             context.read_limit,
             topic,
             queue_id,
@@ -337,22 +336,21 @@ class SendProcessor:
             context.timer_appended()
         if context.waits_for_storage:
             context.answer_when_stored(
-                stored.last(),
+                last,
                 lambda code: connection.reply(
-                    request, self._answer(request, stored, queue_id, code)
+                    request, self._answer(request, offsets, first, queue_id, code)
                 ),
             )
             return None
-        return self._answer(request, stored, queue_id, ResponseCode.SUCCESS)
+        return self._answer(request, offsets, first, queue_id, ResponseCode.SUCCESS)
 
     def _answer(
-        self, request: RemotingCommand, put: BatchPut, queue_id: int, code: int
+        self, request: RemotingCommand, offsets: list[int], first: int, queue_id: int, code: int
     ) -> RemotingCommand:
+        """SEND_OK's answer: the records' offset ids, the queue and the first's queue offset."""
         host = self.context.store_host
-        ids = ",".join(offset_msg_id(host, offset) for offset in put.offsets)
-        header = SendMessageResponseHeader(
-            msg_id=ids, queue_id=queue_id, queue_offset=put.queue_offset
-        )
+        ids = ",".join(offset_msg_id(host, offset) for offset in offsets)
+        header = SendMessageResponseHeader(msg_id=ids, queue_id=queue_id, queue_offset=first)
         ext = header.to_ext_fields()
         ext[props.MSG_REGION] = REGION_ID
         ext[props.TRACE_SWITCH] = "true"

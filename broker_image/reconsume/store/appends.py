@@ -182,8 +182,9 @@ class Appends:
         """Append the messages of a batch body (:func:`~reconsume.message.batch.split_batch`)
         as :meth:`append_batch` appends a request each, every message's properties followed by
         ``batch_properties``: all checked before any is written, under one lock. Without a
-        request and a result a message, and with one loop, this costs the broker a third less
-        a message of a batch."""
+        request and a result a message, and with one loop, a batch message costs the broker
+        about 30 % less (``bench.broker_requests``). The loop is :meth:`_write`'s, inlined:
+        a call a message with its arguments would cost about what a record's packing does."""
         topic_bytes = self._topic_bytes(topic)
         _check_queue_id(queue_id)
         head, v6_bits = self._head(born_host)
