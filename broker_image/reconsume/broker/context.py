@@ -9,7 +9,6 @@ a default config on first use when ``auto_create_subscription_group`` is on
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -31,7 +30,6 @@ from reconsume.engine.retry_message import mark_dead_letter, origin_message_id, 
 from reconsume.engine.retry_queues import resized_retry_topic, updated_retry_topic, writable_queue
 from reconsume.engine.schedule import ScheduleService
 from reconsume.engine.timer import TimerService
-from reconsume.errors import ReplicaUnavailableError, StoreError
 from reconsume.message.address import HostAddress
 from reconsume.message.configs import (
     PERM_INHERIT,
@@ -284,7 +282,8 @@ class BrokerContext:
 
     @property
     def waits_for_storage(self) -> bool:
-        """Whether a write is answered only once it counts as stored (:meth:`durable`)."""
+        """Whether a write is answered only once it counts as stored
+        (:meth:`answer_when_stored`)."""
         replicas = self.replicas
         return self.store.settings.flush_mode is FlushMode.SYNC or (
             replicas is not None and replicas.sync
@@ -293,9 +292,11 @@ class BrokerContext:
     def answer_when_stored(self, result: PutResult, answer: Callable[[int], None]) -> None:
         """Call ``answer`` with SUCCESS once ``result`` counts as stored — its fsync under Sync
         flush, then every in-sync replica's acknowledgement under Sync replication — or with
-        the code :meth:`durable` would give, from the code that releases it: no task per
-        write, and the answers one release makes leave in one write per connection. For a
-        broker that :attr:`waits_for_storage`."""
+        FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT after ``sync_flush_timeout_ms`` (the message
+        stays stored), SLAVE_NOT_AVAILABLE with no replica in sync, SERVICE_NOT_AVAILABLE when
+        the fsync failed — from the code that releases it: no task per write, and the answers
+        one release makes leave in one write per connection. For a broker that
+        :attr:`waits_for_storage`."""
         timeout_s = self.settings.sync_flush_timeout_ms / 1000
         if self.store.settings.flush_mode is not FlushMode.SYNC:
             self._when_replicated(result.end_offset, timeout_s, answer)
@@ -317,37 +318,6 @@ class BrokerContext:
             answer(ResponseCode.SUCCESS)
         else:
             self.replica_answers.wait(replicas, end_offset, timeout_s, answer)
-
-    async def durable(self, result: PutResult) -> tuple[int, str]:
-        """Wait until ``result`` counts as stored: under Sync flush its fsync, under Sync
-        replication every in-sync replica. SUCCESS; or FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT
-        after ``sync_flush_timeout_ms`` (the message stays stored), SLAVE_NOT_AVAILABLE with no
-        replica in sync, SERVICE_NOT_AVAILABLE when the fsync failed, each with what happened."""
-        timeout_s = self.settings.sync_flush_timeout_ms / 1000
-        if self.store.settings.flush_mode is FlushMode.SYNC:
-            durable = asyncio.wrap_future(self.store.durable(result.end_offset))
-            try:
-                async with asyncio.timeout(timeout_s):
-                    await asyncio.shield(durable)
-            except TimeoutError:
-                log.warning("fsync did not complete within %gs", timeout_s)
-                return ResponseCode.FLUSH_DISK_TIMEOUT, "FLUSH_DISK_TIMEOUT"
-            except StoreError as exc:
-                log.warning("fsync failed: %s", exc)
-                return ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)
-        replicas = self.replicas
-        if replicas is not None and replicas.sync:
-            replicated = replicas.gate_here(result.end_offset)
-            try:
-                async with asyncio.timeout(timeout_s):
-                    await replicated
-            except TimeoutError:
-                return ResponseCode.FLUSH_SLAVE_TIMEOUT, "FLUSH_SLAVE_TIMEOUT"
-            except ReplicaUnavailableError as exc:
-                return ResponseCode.SLAVE_NOT_AVAILABLE, str(exc)
-            except StoreError as exc:
-                return ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)
-        return ResponseCode.SUCCESS, ""
 
     def schedule_appended(self, queue_id: int) -> None:
         """A delayed message was stored in schedule queue ``queue_id``."""

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 class ReplicaAnswer:
     """One write in the replica set's gate (a :class:`reconsume.broker.replicas.Waiter`),
-    answered once with the code :meth:`BrokerContext.durable` would give."""
+    answered once with the code :meth:`BrokerContext.answer_when_stored` gives."""
 
     __slots__ = ("_answer", "finished")
 

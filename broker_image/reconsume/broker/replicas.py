@@ -23,14 +23,14 @@ A replica whose connection closed is kept aside (:attr:`ReplicaSet.departed`) as
 the metrics only: how far behind a stopped replica falls is worth reporting until it returns.
 
 Everything here runs on the broker's event loop; the gate's futures are
-:class:`concurrent.futures.Future` so that the store's and the engine's waiters can share them,
-except a send's (:meth:`ReplicaSet.gate_here`): a future of the loop itself is completed without
-the thread-safe hand-off (a self-pipe write and one more turn of the loop per send).
+:class:`concurrent.futures.Future` so that the store's and the engine's waiters can share them;
+a send or a send-back waits through :meth:`ReplicaSet.wait` with a waiter of its own
+(:mod:`reconsume.broker.replica_answers`), told synchronously by the acknowledgement that
+releases it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import logging
@@ -274,12 +274,6 @@ class ReplicaSet:
         Sync replication; when every in-sync replica acknowledged it; failing with
         :class:`ReplicaUnavailableError` when none is in sync (unless ``accept_alone``)."""
         future: Future[None] = Future()
-        self._enter(future, end_offset)
-        return future
-
-    def gate_here(self, end_offset: int) -> asyncio.Future[None]:
-        """:meth:`gate` as a future of the running loop (cancelling it stops the wait)."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._enter(future, end_offset)
         return future
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Awaitable
 
 from reconsume.broker.context import BrokerContext
 from reconsume.engine.policies import retry_policy
@@ -32,7 +31,6 @@ from reconsume.errors import InvalidArgumentError, StoreError
 from reconsume.message.configs import PERM_READ_WRITE, SubscriptionGroupConfig, is_writable
 from reconsume.message.decode import decode_record
 from reconsume.message.names import dead_letter_topic, retry_topic, validate_group
-from reconsume.store import PutResult
 from reconsume.wire.broker_headers import ConsumerSendMsgBackRequestHeader
 from reconsume.wire.codes import ResponseCode
 from reconsume.wire.command import RemotingCommand
@@ -42,6 +40,13 @@ log = logging.getLogger(__name__)
 
 UNIT_SUB_TOPIC_SYS_FLAG = 0x2
 """``TopicSysFlag.buildSysFlag(false, true)``: the retry topic of a unit-mode consumer."""
+
+
+def _status_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return f"store status {code}"
 
 
 def _sent_back_from(stored_topic: str, group: str, origin: str | None) -> bool:
@@ -59,9 +64,11 @@ class SendBackProcessor:
         self._policies: dict[str, tuple[SubscriptionGroupConfig, RetryPolicy]] = {}
         """Per group: the config its policy was read from, and the policy."""
 
-    def send_back(
-        self, request: RemotingCommand, connection: Connection
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def send_back(self, request: RemotingCommand, connection: Connection) -> RemotingCommand | None:
+        """The response; None when the retry counts as stored only once fsynced or held by the
+        in-sync replicas: then whatever releases it answers
+        (:meth:`BrokerContext.answer_when_stored`), as a send is answered — no task per
+        send-back, and the answers one release makes leave in one write per connection."""
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         validate_group(header.group)
         context = self.context
@@ -134,7 +141,13 @@ class SendBackProcessor:
             return request.respond(ResponseCode.SYSTEM_ERROR, f"storing the retry failed: {exc}")
         origin = origin_topic(original.properties, original.topic)
         if context.waits_for_storage:
-            return self._when_durable(request, result, header.group, origin, decision)
+            context.answer_when_stored(
+                result,
+                lambda code: connection.reply(
+                    request, self._stored(request, code, header.group, origin, decision)
+                ),
+            )
+            return None
         return self._succeeded(request, header.group, origin, decision)
 
     def policy_of(self, group: SubscriptionGroupConfig) -> RetryPolicy:
@@ -157,17 +170,14 @@ class SendBackProcessor:
         self._policies[group.group_name] = (group, policy)
         return policy
 
-    async def _when_durable(
-        self,
-        request: RemotingCommand,
-        result: PutResult,
-        group: str,
-        origin: str,
-        decision: RetryDecision,
+    def _stored(
+        self, request: RemotingCommand, code: int, group: str, origin: str, decision: RetryDecision
     ) -> RemotingCommand:
-        code, detail = await self.context.durable(result)
+        """The answer once the store said ``code``: as Apache RocketMQ's send-back, any status
+        but stored is SYSTEM_ERROR with the status's name (FLUSH_SLAVE_TIMEOUT,
+        SLAVE_NOT_AVAILABLE, ...); the retry stays stored either way."""
         if code != ResponseCode.SUCCESS:
-            return request.respond(ResponseCode.SYSTEM_ERROR, detail)
+            return request.respond(ResponseCode.SYSTEM_ERROR, _status_name(code))
         return self._succeeded(request, group, origin, decision)
 
     def _succeeded(

@@ -3,8 +3,6 @@ stored."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from reconsume.broker.replicas import ReplicaSet
@@ -223,24 +221,3 @@ def test_a_lagging_last_replica_keeps_its_place_in_the_lease_unless_writes_go_on
     # refused writes leave a holding every acknowledged one: it may still take over
     assert asked == ([frozenset()] if accept_alone else [])
     assert replicas.to_record() == (frozenset() if accept_alone else None)
-
-
-def test_a_sends_gate_on_the_event_loop_is_released_refused_or_given_up() -> None:
-    async def scenario() -> None:
-        replicas, log = replica_set()
-        log.end = 100
-        replicas.seen("a", "x", 100, 100, now_s=0.0)
-        log.end = 200
-        given_up = replicas.gate_here(150)
-        waiting = replicas.gate_here(200)
-        given_up.cancel()  # the send's timeout passed
-        replicas.seen("a", "x", 200, 200, now_s=0.1)
-        assert waiting.done()
-        assert waiting.result() is None
-        log.end = 300
-        refused = replicas.gate_here(300)
-        replicas.forget("a", now_s=0.2)  # nobody in sync any more
-        with pytest.raises(ReplicaUnavailableError):
-            await refused
-
-    asyncio.run(scenario())
