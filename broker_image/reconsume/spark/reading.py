@@ -4,16 +4,18 @@ share, in a module of its own so that none of them imports another for it.
 
 :class:`ReadOptions` parses the data source's options (documented in
 :mod:`reconsume.spark.source`), :func:`plan_ranges` resolves them to a range per broker queue on
-the driver, and :func:`read_range` pulls one range in an executor.
+the driver, and :func:`range_batches` (:func:`read_range` without an event loop) pulls one
+range in an executor.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -219,26 +221,53 @@ def read_range(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     skip: Sequence[Range] = (),
 ) -> Iterator[pa.RecordBatch]:
+    """:func:`range_batches` on an event loop of this thread's own, for a caller without one
+    (a data source's partition)."""
+    loop = asyncio.new_event_loop()
+    batches = range_batches(
+        queue_range, group=group, pull_batch=pull_batch, timeout_s=timeout_s,
+        in_flight=in_flight, batch_rows=batch_rows, skip=skip,
+    )  # fmt: skip
+    try:
+        while True:
+            try:
+                yield loop.run_until_complete(anext(batches))
+            except StopAsyncIteration:
+                return
+    finally:
+        loop.run_until_complete(batches.aclose())
+        loop.close()
+
+
+async def range_batches(
+    queue_range: QueueRange,
+    *,
+    group: str,
+    pull_batch: int,
+    timeout_s: float,
+    in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    skip: Sequence[Range] = (),
+) -> AsyncGenerator[pa.RecordBatch, None]:
     """The messages in ``queue_range`` but those at the offsets ``skip`` holds (sorted
     disjoint ranges), pulled in order from its broker with up to ``in_flight`` pulls
     outstanding, as Arrow record batches of about ``batch_rows`` rows."""
-    loop = asyncio.new_event_loop()
     client = RemotingClient()
     api = BrokerApi(client, timeout_s)
     queue = MessageQueue(queue_range.topic, queue_range.broker, queue_range.queue_id)
-    pulls = _Pipeline(loop, api, queue_range, queue, group, pull_batch, in_flight)
+    pulls = _Pipeline(api, queue_range, queue, group, pull_batch, in_flight)
     try:
         rows = Columns()
-        for body, low, high in pulls:
-            rows.add(body, low, high, skip)
-            if len(rows) >= batch_rows:
-                yield rows.batch(queue_range.broker)
+        async with contextlib.aclosing(pulls.answers()) as answers:
+            async for body, low, high in answers:
+                rows.add(body, low, high, skip)
+                if len(rows) >= batch_rows:
+                    yield rows.batch(queue_range.broker)
         if len(rows):
             yield rows.batch(queue_range.broker)
     finally:
-        pulls.cancel()
-        loop.run_until_complete(client.close())
-        loop.close()
+        await pulls.cancel()
+        await client.close()
 
 
 class _Pipeline:
@@ -252,7 +281,6 @@ class _Pipeline:
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop,
         api: BrokerApi,
         queue_range: QueueRange,
         queue: MessageQueue,
@@ -260,7 +288,6 @@ class _Pipeline:
         pull_batch: int,
         in_flight: int,
     ) -> None:
-        self._loop = loop
         self._api = api
         self._range = queue_range
         self._queue = queue
@@ -271,7 +298,7 @@ class _Pipeline:
         self._next = queue_range.start
         """The offset the next pull sent asks from."""
 
-    def __iter__(self) -> Iterator[tuple[bytes, int, int]]:
+    async def answers(self) -> AsyncGenerator[tuple[bytes, int, int], None]:
         """Each answer's records as the broker sent them, with the offsets of the ones that
         belong to the range: ``[asked, end)``."""
         end = self._range.end
@@ -279,14 +306,14 @@ class _Pipeline:
         while position < end:
             self._fill(end)
             asked, pull = self._pending.popleft()
-            result = self._loop.run_until_complete(pull)
+            result = await pull
             yield result.body, asked, end
             if result.next_begin_offset <= asked:
                 return  # nothing more stored here (the queue was truncated or reset)
             position = result.next_begin_offset
             following = self._pending[0][0] if self._pending else self._next
             if following != position:
-                self.cancel()  # sent ahead from the wrong place
+                await self.cancel()  # sent ahead from the wrong place
                 self._next = position
                 if asked < position < asked + self._wanted(asked, end):
                     # Cut short by the broker's caps (a gap moves past the asked end): ask
@@ -301,18 +328,18 @@ class _Pipeline:
                 self._api, self._range.address, self._queue, offset, group=self._group,
                 max_nums=wanted, bulk=True,
             )  # fmt: skip
-            pull = self._loop.create_task(request)
+            pull = asyncio.ensure_future(request)
             self._pending.append((offset, pull))
             self._next = offset + wanted
 
     def _wanted(self, offset: int, end: int) -> int:
         return min(self._batch, end - offset)
 
-    def cancel(self) -> None:
+    async def cancel(self) -> None:
         """Drop the pulls in flight (their answers are not waited for)."""
-        for _offset, pull in self._pending:
-            pull.cancel()
-        if self._pending:
-            tasks = [pull for _offset, pull in self._pending]
-            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        pending = [pull for _offset, pull in self._pending]
         self._pending.clear()
+        for pull in pending:
+            pull.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)

@@ -14,7 +14,7 @@ import asyncio
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -101,18 +101,22 @@ class TaskSender:
         await self._producer.close()
         await self._client.close()
 
-    async def send(self, batches: Iterator[pa.RecordBatch]) -> Counts:
-        """Send the rows of ``batches`` (see reconsume.spark.writer for the columns)."""
+    async def send(
+        self, batches: Iterable[pa.RecordBatch] | AsyncIterable[pa.RecordBatch]
+    ) -> Counts:
+        """Send the rows of ``batches`` (see reconsume.spark.writer for the columns): a
+        writer's from Spark, or a Reprocess task's as it reads them on this loop."""
+        stream = batches if isinstance(batches, AsyncIterable) else _each(batches)
         if self.options.job is None:
-            await self._send_plain(batches)
+            await self._send_plain(stream)
         else:
-            await self._send_tracked(batches)
+            await self._send_tracked(stream)
         return self.counts
 
     # ------------------------------------------------------------------ plain
-    async def _send_plain(self, batches: Iterator[pa.RecordBatch]) -> None:
+    async def _send_plain(self, batches: AsyncIterable[pa.RecordBatch]) -> None:
         pending: list[Outgoing] = []
-        for batch in batches:
+        async for batch in batches:
             uniq = [self._producer.new_id() for _ in range(batch.num_rows)]
             for row in encode_batch_rows(batch, uniq, keep_own_ids=True):
                 pending.append(row)
@@ -146,12 +150,12 @@ class TaskSender:
             self.counts.sent[queue.topic] += len(group)
 
     # ------------------------------------------------------------------ tracked
-    async def _send_tracked(self, batches: Iterator[pa.RecordBatch]) -> None:
+    async def _send_tracked(self, batches: AsyncIterable[pa.RecordBatch]) -> None:
         window: _Window | None = None
         last: QueueKey | None = None
         last_offset = -1
         job, size, resume = self._job, self._size, self.options.resume
-        for batch in batches:
+        async for batch in batches:
             queues, offsets, uniq = _sources(job, batch)
             rows = encode_batch_rows(batch, uniq)
             for queue, offset, row in zip(queues, offsets, rows, strict=True):
@@ -340,6 +344,11 @@ def _sources(job: str, batch: pa.RecordBatch) -> tuple[list[QueueKey], list[int]
         uniq.extend(ledger.message_keys(job, queue, offsets[start:end]))
         start = end
     return queues, offsets, uniq
+
+
+async def _each(batches: Iterable[pa.RecordBatch]) -> AsyncIterator[pa.RecordBatch]:
+    for batch in batches:
+        yield batch
 
 
 def send_batches(options: SendOptions, batches: Iterator[pa.RecordBatch]) -> Counts:

@@ -54,19 +54,22 @@ class InvalidFilterError(InvalidArgumentError):
     """The filter does not parse, names unknown columns or is not a condition."""
 
 
+def read_options(params: JobParams, scope: Scope) -> dict[str, str]:
+    """The ``reconsume`` data source's options that read the run's dead letters."""
+    return {
+        "nameServer": ";".join(params.name_servers),
+        "deadLetterGroup": params.group,
+        "group": params.group,
+        "startingOffsets": scope.starting().to_json(),
+        "endingOffsets": scope.ending().to_json(),
+        "skipOffsets": scope.skip_json(),
+        "timeoutSeconds": str(params.timeout_s),
+    }
+
+
 def dead_letters(spark: SparkSession, params: JobParams, scope: Scope) -> DataFrame:
     """The dead letters of the run, with the filter's verdict in column ``_matched``."""
-    frame = (
-        spark.read.format(NAME)
-        .option("nameServer", ";".join(params.name_servers))
-        .option("deadLetterGroup", params.group)
-        .option("group", params.group)
-        .option("startingOffsets", scope.starting().to_json())
-        .option("endingOffsets", scope.ending().to_json())
-        .option("skipOffsets", scope.skip_json())
-        .option("timeoutSeconds", str(params.timeout_s))
-        .load()
-    )
+    frame = spark.read.format(NAME).options(**read_options(params, scope)).load()
     return frame.withColumn(MATCHED, matched(frame, params.filter))
 
 
@@ -217,6 +220,26 @@ def handled_ranges(frame: DataFrame, condition: Column) -> dict[QueueKey, list[R
     return {key: merge((), found) for key, found in ranges.items()}
 
 
+def send_options(
+    params: JobParams,
+    scope: Scope,
+    resume: Mapping[QueueKey, Resume],
+    parallelism: int,
+) -> dict[str, str]:
+    """The ``reconsume`` writer's options that re-send a run's dead letters in ledger mode."""
+    options = {
+        "nameServer": ";".join(params.name_servers),
+        "ledgerJob": params.job,
+        "ledgerGroup": params.group,
+        "ledgerBrokers": json.dumps(scope.brokers),
+        "ledgerResume": json.dumps({str(k): v.to_dict() for k, v in resume.items()}),
+    }
+    if params.rate_per_second is not None:
+        busy = max(1, min(parallelism, sum(1 for q in scope.queues if len(q) > 0)))
+        options["maxRatePerTask"] = str(params.rate_per_second / busy)
+    return options
+
+
 def write_sends(
     frame: DataFrame,
     params: JobParams,
@@ -226,20 +249,8 @@ def write_sends(
     parallelism: int,
 ) -> Counts:
     """Send ``frame`` (see ``sends``) through the ``reconsume`` writer in ledger mode."""
-    writer = (
-        frame.write.format(NAME)
-        .mode("append")
-        .option("nameServer", ";".join(params.name_servers))
-        .option("ledgerJob", params.job)
-        .option("ledgerGroup", params.group)
-        .option("ledgerBrokers", json.dumps(scope.brokers))
-        .option("ledgerResume", json.dumps({str(k): v.to_dict() for k, v in resume.items()}))
-        .option("reportPath", report)
-    )
-    if params.rate_per_second is not None:
-        busy = max(1, min(parallelism, sum(1 for q in scope.queues if len(q) > 0)))
-        writer = writer.option("maxRatePerTask", str(params.rate_per_second / busy))
-    writer.save()
+    options = send_options(params, scope, resume, parallelism)
+    frame.write.format(NAME).mode("append").options(**options, reportPath=report).save()
     with open(report) as source:
         data: dict[str, Any] = json.load(source)
     return Counts.total([data])

@@ -44,7 +44,7 @@ from reconsume.errors import (
 )
 from reconsume.message.offset_ranges import Range
 from reconsume.spark import ledger
-from reconsume.spark.jobs import frames
+from reconsume.spark.jobs import frames, resend
 from reconsume.spark.jobs.params import Action, JobParams, parse
 from reconsume.spark.jobs.result import Result, now, publish
 from reconsume.spark.jobs.scope import (
@@ -212,10 +212,15 @@ class Run:
         self, frame: Any, scope: Scope, resume: dict[Any, ledger.Resume]
     ) -> dict[QueueKey, list[Range]] | None:
         """Send the matched dead letters; the others stay where they are. Returns the ranges
-        to acknowledge (None: every dead letter of the scope was sent)."""
-        counted, observation = frames.observed(frame, "dead-letters")
-        sent = self._send(frames.sends(counted, self.params), scope, resume)
-        read, matched = frames.counts_of(observation)
+        to acknowledge (None: every dead letter of the scope was sent). Without a filter the
+        tasks read and send in one pass (:mod:`reconsume.spark.jobs.resend`)."""
+        if self.params.filter is None:
+            read, sent = self._resend(scope, resume)
+            matched = read
+        else:
+            counted, observation = frames.observed(frame, "dead-letters")
+            sent = self._send(frames.sends(counted, self.params), scope, resume)
+            read, matched = frames.counts_of(observation)
         resent = sum(sent.sent.values())
         self.counts.update(read=read, matched=matched, resent=resent)
         self.counts["kept"] = read - resent - sent.skipped
@@ -230,6 +235,20 @@ class Run:
         read, matched = frames.counts_of(observation)
         self.counts.update(read=read, matched=matched, purged=matched, kept=read - matched)
         return handled
+
+    def _resend(self, scope: Scope, resume: dict[Any, ledger.Resume]) -> tuple[int, Any]:
+        parallelism = self.spark.sparkContext.defaultParallelism
+        read, sent = resend.resend(
+            self.spark,
+            frames.read_options(self.params, scope),
+            frames.send_options(self.params, scope, resume, parallelism),
+            target_topic=self.params.target_topic,
+            job=self.params.job,
+            reset=frames.RESET,
+            marker=frames.REPROCESSED,
+        )
+        self.counts["skipped"] += sent.skipped
+        return read, sent
 
     def _send(self, frame: Any, scope: Scope, resume: dict[Any, ledger.Resume]) -> Any:
         self.work.mkdir(parents=True, exist_ok=True)
