@@ -57,10 +57,17 @@ def test_a_reprocess_and_a_drain_run_on_a_standalone_master_with_two_workers(
                                   queues=2))  # fmt: skip
     assert dead_letter_backlog(spark_cluster, group) == count
     paid = len(range(0, count, 3))
+    # a second group's dead letters, re-sent without a filter: tasks that read and send in
+    # one pass (reconsume.spark.jobs.resend), shipped to the workers as Spark tasks
+    every_topic, every_group, every_count = "standalone-all", "standalone-all-consumer", 1_000
+    asyncio.run(fail_into_the_dlq(spark_cluster, every_topic, every_group,
+                                  orders(every_topic, every_count), queues=2))  # fmt: skip
 
     with standalone_cluster(tmp_path / "spark", workers=2, memory="1g") as cluster:
         resent = dlq(spark_cluster, cluster.master_url, tmp_path / "reprocess.json",
                      "reprocess", "--group", group, "--filter", "tags = 'paid'")  # fmt: skip
+        everything = dlq(spark_cluster, cluster.master_url, tmp_path / "every.json",
+                         "reprocess", "--group", every_group)  # fmt: skip
         archive = tmp_path / "archive"
         drained = dlq(spark_cluster, cluster.master_url, tmp_path / "drain.json",
                       "drain", "--group", group, "--path", str(archive))  # fmt: skip
@@ -69,6 +76,10 @@ def test_a_reprocess_and_a_drain_run_on_a_standalone_master_with_two_workers(
     assert resent["phase"] == "Succeeded", resent
     assert resent["counts"]["read"] == count
     assert (resent["counts"]["resent"], resent["counts"]["kept"]) == (paid, count - paid)
+    assert everything["phase"] == "Succeeded", everything
+    counts = everything["counts"]
+    assert (counts["read"], counts["resent"], counts["kept"]) == (every_count, every_count, 0)
+    assert dead_letter_backlog(spark_cluster, every_group) == 0
     assert drained["phase"] == "Succeeded", drained
     assert drained["counts"]["archived"] == count - paid  # the kept ones, nothing twice
     assert dead_letter_backlog(spark_cluster, group) == 0
