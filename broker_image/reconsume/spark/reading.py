@@ -212,22 +212,12 @@ class QueueRangePartition(InputPartition):
 
 
 def read_range(
-    queue_range: QueueRange,
-    *,
-    group: str,
-    pull_batch: int,
-    timeout_s: float,
-    in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
-    skip: Sequence[Range] = (),
+    queue_range: QueueRange, options: ReadOptions, *, skip: Sequence[Range] = ()
 ) -> Iterator[pa.RecordBatch]:
     """:func:`range_batches` on an event loop of this thread's own, for a caller without one
     (a data source's partition)."""
     loop = asyncio.new_event_loop()
-    batches = range_batches(
-        queue_range, group=group, pull_batch=pull_batch, timeout_s=timeout_s,
-        in_flight=in_flight, batch_rows=batch_rows, skip=skip,
-    )  # fmt: skip
+    batches = range_batches(queue_range, options, skip=skip)
     try:
         while True:
             try:
@@ -241,21 +231,21 @@ def read_range(
 
 async def range_batches(
     queue_range: QueueRange,
+    options: ReadOptions,
     *,
-    group: str,
-    pull_batch: int,
-    timeout_s: float,
-    in_flight: int = DEFAULT_PULLS_IN_FLIGHT,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
     skip: Sequence[Range] = (),
+    batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> AsyncGenerator[pa.RecordBatch, None]:
     """The messages in ``queue_range`` but those at the offsets ``skip`` holds (sorted
-    disjoint ranges), pulled in order from its broker with up to ``in_flight`` pulls
-    outstanding, as Arrow record batches of about ``batch_rows`` rows."""
+    disjoint ranges), pulled in order from its broker with up to ``options.pulls_in_flight``
+    pulls of ``options.pull_batch`` outstanding, as Arrow record batches of about
+    ``batch_rows`` rows."""
     client = RemotingClient()
-    api = BrokerApi(client, timeout_s)
+    api = BrokerApi(client, options.timeout_s)
     queue = MessageQueue(queue_range.topic, queue_range.broker, queue_range.queue_id)
-    pulls = _Pipeline(api, queue_range, queue, group, pull_batch, in_flight)
+    pulls = _Pipeline(
+        api, queue_range, queue, options.group, options.pull_batch, options.pulls_in_flight
+    )
     try:
         rows = Columns()
         async with contextlib.aclosing(pulls.answers()) as answers:

@@ -68,12 +68,7 @@ class ReconsumeReader(DataSourceReader):
             return iter(())  # what Spark reads when partitions() found nothing to read
         queue_range = QueueRange.from_dict(partition.value)
         return read_range(
-            queue_range,
-            group=self.options.group,
-            pull_batch=self.options.pull_batch,
-            timeout_s=self.options.timeout_s,
-            in_flight=self.options.pulls_in_flight,
-            skip=self.options.skip.get(queue_range.key, ()),
+            queue_range, self.options, skip=self.options.skip.get(queue_range.key, ())
         )
 
 

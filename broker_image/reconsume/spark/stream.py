@@ -175,10 +175,4 @@ class ReconsumeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition is None or partition.value is None:
             return iter(())
-        return read_range(
-            QueueRange.from_dict(partition.value),
-            group=self.options.group,
-            pull_batch=self.options.pull_batch,
-            timeout_s=self.options.timeout_s,
-            in_flight=self.options.pulls_in_flight,
-        )
+        return read_range(QueueRange.from_dict(partition.value), self.options)

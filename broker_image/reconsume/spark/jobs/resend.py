@@ -119,11 +119,7 @@ async def _resend_range(
 
     async def resent() -> AsyncGenerator[pa.RecordBatch, None]:
         nonlocal read_rows
-        batches = range_batches(
-            queue_range, group=read.group, pull_batch=read.pull_batch,
-            timeout_s=read.timeout_s, in_flight=read.pulls_in_flight,
-            skip=read.skip.get(queue_range.key, ()),
-        )  # fmt: skip
+        batches = range_batches(queue_range, read, skip=read.skip.get(queue_range.key, ()))
         async with contextlib.aclosing(batches):
             async for batch in batches:
                 read_rows += batch.num_rows
