@@ -4,8 +4,8 @@ pass, on one event loop.
 With no filter there is no condition for Spark SQL to evaluate: every dead letter with a target
 is re-sent. Through the data source and the writer, each dead letter crossed from the reading
 Python worker to the JVM as Arrow, became a row there, had its properties reset by Spark's map
-functions and crossed back as Arrow to the writing Python worker: ~14 µs of JVM CPU a message
-of the ~50 a reprocess cost on ``local[2]`` (bench/RESULTS.md). Here a task pulls its range
+functions and crossed back as Arrow to the writing Python worker: 12 to 13 µs of JVM CPU a
+message of the ~43 a reprocess cost on ``local[2]`` (bench/RESULTS.md). Here a task pulls its range
 (:func:`reconsume.spark.reading.range_batches`), resets each record batch with Arrow kernels
 (:func:`resend_batch`) and hands the batches to the writer's own sender
 (:class:`reconsume.spark.sender.TaskSender`, ledger mode) on the same event loop, so pulls and
@@ -30,12 +30,9 @@ from reconsume.message import properties as props
 from reconsume.spark.offsets import QueueRange
 from reconsume.spark.reading import ReadOptions, plan_ranges, range_batches
 from reconsume.spark.sender import Counts, SendOptions, TaskSender
-from reconsume.spark.writer import parse_send_options
+from reconsume.spark.writer import parse_send_options, tracked_columns
 
-SENT_COLUMNS = (
-    "topic", "body", "properties", "tags", "keys",
-    "sourceBroker", "sourceQueueId", "sourceQueueOffset",
-)  # fmt: skip
+SENT_COLUMNS = ("topic", "body", "properties", "tags", "keys", *tracked_columns())
 """The columns of a batch :func:`resend_batch` makes: what the writer takes in ledger mode."""
 
 
