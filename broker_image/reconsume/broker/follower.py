@@ -35,7 +35,7 @@ from reconsume.store.atomic import write_json
 from reconsume.store.replication import Appended
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import RemotingClient
+from reconsume.wire.transport import Connection, RemotingClient
 
 log = logging.getLogger(__name__)
 
@@ -114,54 +114,77 @@ class Follower:
 
     # ------------------------------------------------------------------ one connection
     async def _invoke(self, address: str, request: RemotingCommand) -> RemotingCommand:
-        response = await self._client.invoke(address, request, REQUEST_TIMEOUT_S)
-        if response.code != ResponseCode.SUCCESS:
-            raise ReplicationError(f"master {address} answered {response.code}: {response.remark}")
-        return response
+        return _succeeded(address, await self._client.invoke(address, request, REQUEST_TIMEOUT_S))
 
     async def _follow(self, address: str) -> None:
         await self._handshake(address)
         store = self.store
         offset = store.replica.restart_stream()
+        connection = await self._client.connection(address)
         self.state.connected = True
-        while True:
-            request = RemotingCommand.request(
-                RequestCode.REPLICATE_LOG,
-                {
-                    "replicaId": self.replica_id,
-                    "offset": str(offset),
-                    "ackOffset": str(store.commitlog.write_offset),
-                    "maxBytes": str(self.max_bytes),
-                },
-            )
-            response = await self._invoke(address, request)
-            ext = response.ext_fields
-            if _number(ext, "offset", -1) != offset:
-                raise ReplicationError(f"master answered for offset {ext.get('offset')}")
-            epoch = _number(ext, "epoch", 0)
-            if epoch < self.state.master_epoch:
-                raise ReplicationError(
-                    f"master {address} is in epoch {epoch}; this replica has seen "
-                    f"{self.state.master_epoch}"
-                )
-            self.state.master_end = _number(ext, "maxOffset", 0)
-            if response.body:
-                appended = store.replica.apply(offset, response.body)
-                offset = store.replica.received_offset
-                self._on_appended(appended)
-                if store.settings.flush_mode is FlushMode.SYNC:
+        answer = self._ask(connection, offset)
+        sync_flush = store.settings.flush_mode is FlushMode.SYNC
+        asked: list[asyncio.Future[RemotingCommand]] = []
+
+        def acknowledge() -> None:
+            asked.append(self._ask(connection, store.replica.received_offset))
+
+        try:
+            while True:
+                response = _succeeded(address, await answer)
+                ext = response.ext_fields
+                if _number(ext, "offset", -1) != offset:
+                    raise ReplicationError(f"master answered for offset {ext.get('offset')}")
+                epoch = _number(ext, "epoch", 0)
+                if epoch < self.state.master_epoch:
+                    raise ReplicationError(
+                        f"master {address} is in epoch {epoch}; this replica has seen "
+                        f"{self.state.master_epoch}"
+                    )
+                self.state.master_end = _number(ext, "maxOffset", 0)
+                if not response.body:
+                    answer = self._ask(connection, offset)
+                elif sync_flush:
+                    appended = store.replica.apply(offset, response.body)
+                    offset = store.replica.received_offset
+                    self._on_appended(appended)
                     # acknowledge only what is on disk: a Sync write counts on it
                     await asyncio.wrap_future(store.durable(store.commitlog.write_offset))
-            limit = _number(ext, "readLimit", -1)
-            self._on_read_limit(None if limit < 0 else limit)
-            version = ext.get("metadataVersion")
-            now = time.monotonic()
-            if version != self._metadata_version and (
-                configs_version(version) != configs_version(self._metadata_version)
-                or now - self._metadata_at >= self.metadata_interval_s
-            ):
-                await self._fetch_metadata(address)
-                self._metadata_at = now
+                    answer = self._ask(connection, offset)
+                else:
+                    appended = store.replica.apply(offset, response.body, written=acknowledge)
+                    answer = asked.pop()
+                    offset = store.replica.received_offset
+                    self._on_appended(appended)
+                limit = _number(ext, "readLimit", -1)
+                self._on_read_limit(None if limit < 0 else limit)
+                version = ext.get("metadataVersion")
+                now = time.monotonic()
+                if version != self._metadata_version and (
+                    configs_version(version) != configs_version(self._metadata_version)
+                    or now - self._metadata_at >= self.metadata_interval_s
+                ):
+                    await self._fetch_metadata(address)
+                    self._metadata_at = now
+        finally:
+            answer.cancel()  # nobody waits for it any more
+
+    def _ask(self, connection: Connection, offset: int) -> asyncio.Future[RemotingCommand]:
+        """Ask for the log after ``offset``, acknowledging what this log holds (the request
+        leaves now)."""
+        request = RemotingCommand.request(
+            RequestCode.REPLICATE_LOG,
+            {
+                "replicaId": self.replica_id,
+                "offset": str(offset),
+                "ackOffset": str(self.store.commitlog.write_offset),
+                "maxBytes": str(self.max_bytes),
+            },
+        )
+        signer = self._client.signer
+        if signer is not None:
+            signer(request)
+        return connection.ask(request, REQUEST_TIMEOUT_S)
 
     async def _handshake(self, address: str) -> None:
         store = self.store
@@ -224,6 +247,12 @@ class Follower:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ReplicationError(f"master {address}: metadata does not decode ({exc})") from exc
         self._metadata_version = str(document.get("version"))
+
+
+def _succeeded(address: str, response: RemotingCommand) -> RemotingCommand:
+    if response.code != ResponseCode.SUCCESS:
+        raise ReplicationError(f"master {address} answered {response.code}: {response.remark}")
+    return response
 
 
 def _number(fields: Mapping[str, str], name: str, default: int) -> int:

@@ -135,6 +135,9 @@ class ReplicationProcessor:
         self._epoch = epoch
         self.hold_s = hold_s
         self._held: set[_Held] = set()
+        self.uncork: Callable[[], None] = lambda: None
+        """Writes now what the read being dispatched has written so far
+        (:meth:`Dispatcher.uncork` of the server's)."""
 
     def log_grew(self) -> None:
         """Something was appended, or the read limit moved: answer the held requests now,
@@ -235,6 +238,7 @@ class ReplicationProcessor:
             )
         connection.attributes[_REPLICA_ID] = replica_id
         self.replicas.seen(replica_id, connection.peer, offset, acked, time.monotonic())
+        self.uncork()  # the writes this acknowledgement released leave before the rest
         if offset == end and connection.attributes.get(
             _TOLD_LIMIT, _UNTOLD
         ) == self.replicas.read_limit_for(replica_id):

@@ -122,6 +122,7 @@ class MasterRole:
         log.info("master in epoch %d from offset %d", epoch, store.commitlog.write_offset)
         context.replicas = self.replicas
         context.log_grew = partial(server.dispatcher.after_read, self.processor.log_grew)
+        self.processor.uncork = server.dispatcher.uncork
         self._visible(self.replicas.read_limit)
         if self.replicas.sync:
             store.replicated = self.replicas.gate

@@ -23,11 +23,13 @@ import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from reconsume.errors import CodecError, ReplicationError
 from reconsume.message.codec import BLANK_MAGIC_CODE
 from reconsume.message.decode import check_record
 from reconsume.store.commitlog import CommitLog
+from reconsume.store.consume_queue import ConsumeQueue
 from reconsume.store.queue_table import QueueTable
 from reconsume.store.recovery import RecoveryReport, cut_tail, record_routing, trim_queues
 from reconsume.store.requests import TagsCode
@@ -36,6 +38,9 @@ _SIZE_MAGIC = struct.Struct(">ii")
 
 Appended = dict[tuple[str, int], list[int]]
 """Tag codes of the records an :meth:`LogReplica.apply` indexed, by (topic, queue id)."""
+_Written = tuple[ConsumeQueue, int, int, int, str]
+"""A record in the log, not indexed yet: its queue, end offset, size, store time and
+properties."""
 
 
 def read_log(commitlog: CommitLog, offset: int, max_bytes: int) -> bytes:
@@ -93,12 +98,18 @@ class LogReplica:
             self._pending.clear()
             return self._commitlog.write_offset
 
-    def apply(self, offset: int, data: bytes) -> Appended:
+    def apply(
+        self, offset: int, data: bytes, *, written: Callable[[], None] | None = None
+    ) -> Appended:
         """Append the master's bytes that start at ``offset``; returns the tag codes appended
         per (topic, queue id), for long polling to wake held pulls.
 
         ``offset`` must be where this log ends (:attr:`received_offset`). Whole records are
-        written and indexed; a record cut by the end of ``data`` waits for the next call."""
+        written and indexed; a record cut by the end of ``data`` waits for the next call.
+        ``written`` is called once the records are in the log and before they are indexed:
+        a replica acknowledges from there, since what counts as stored is the log (recovery
+        indexes a log whose consume queues fell behind) — the indexing is off the path a Sync
+        write waits on, as Apache RocketMQ's slave dispatches after reporting its offset."""
         with self._lock:
             expected = self.received_offset
             if offset != expected:
@@ -106,22 +117,38 @@ class LogReplica:
                     f"replicated bytes start at offset {offset}, this log continues at {expected}"
                 )
             buffer = bytes(self._pending) + data if self._pending else data
-            appended: Appended = {}
+            records: list[_Written] = []
             try:
-                used = self._write_records(buffer, appended)
+                used = self._write_records(buffer, records)
             except ReplicationError:
                 # the records before the bad one are written; the peer resumes after them
                 self._pending.clear()
+                self._index(records)
                 raise
             self._pending = bytearray(buffer[used:])
-            return appended
+            if written is not None:
+                written()
+            return self._index(records)
 
-    def _write_records(self, buffer: bytes, appended: Appended) -> int:
-        """Write the whole records at the start of ``buffer``; returns the bytes used."""
+    def _index(self, records: list[_Written]) -> Appended:
+        appended: Appended = {}
+        tags_code = self._tags_code
+        for queue, end, total, store_ts, properties in records:
+            tag_code = tags_code(queue.topic, properties, store_ts)
+            queue.append(end - total, total, tag_code)
+            appended.setdefault((queue.topic, queue.queue_id), []).append(tag_code)
+        return appended
+
+    def _write_records(self, buffer: bytes, records: list[_Written]) -> int:
+        """Write the whole records at the start of ``buffer`` to the log, checked as recovery
+        checks them and against the queue offsets they continue, and list them in ``records``
+        for indexing; returns the bytes used."""
         commitlog = self._commitlog
         pos = commitlog.write_offset
         used = 0
         limit = len(buffer)
+        following: dict[tuple[str, int], list[Any]] = {}
+        """(topic, queue id) → [its queue, the queue offset its next record must have]."""
         while limit - used >= 8:
             segment = commitlog.segment_at(pos) or commitlog.ensure_segment(pos)
             local = pos - segment.start
@@ -155,20 +182,27 @@ class LogReplica:
             except CodecError as exc:
                 raise ReplicationError(f"replicated record at offset {pos}: {exc}") from exc
             topic, queue_id, queue_offset, store_ts, properties = routing
-            queue = self._queues.get_or_create(topic, queue_id)
-            if queue_offset != queue.max_offset:
-                if queue.files or queue.max_offset != queue.min_offset:
-                    raise ReplicationError(
-                        f"record at offset {pos} has queue offset {queue_offset} in "
-                        f"{topic}/{queue_id}, which continues at {queue.max_offset}"
-                    )
-                queue.reset_to(queue_offset)
+            follows = following.get((topic, queue_id))
+            if follows is None:
+                queue = self._queues.get_or_create(topic, queue_id)
+                if queue_offset != queue.max_offset:
+                    if queue.files or queue.max_offset != queue.min_offset:
+                        raise ReplicationError(
+                            f"record at offset {pos} has queue offset {queue_offset} in "
+                            f"{topic}/{queue_id}, which continues at {queue.max_offset}"
+                        )
+                    queue.reset_to(queue_offset)
+                follows = following[(topic, queue_id)] = [queue, queue_offset]
+            elif queue_offset != follows[1]:
+                raise ReplicationError(
+                    f"record at offset {pos} has queue offset {queue_offset} in "
+                    f"{topic}/{queue_id}, which continues at {follows[1]}"
+                )
+            follows[1] = queue_offset + 1
             segment.mm[local : local + total] = buffer[used : used + total]
             pos += total
             commitlog.write_offset = pos
-            tag_code = self._tags_code(topic, properties, store_ts)
-            queue.append(pos - total, total, tag_code)
-            appended.setdefault((topic, queue_id), []).append(tag_code)
+            records.append((follows[0], pos, total, store_ts, properties))
             used += total
         return used
 

@@ -67,9 +67,16 @@ class Dispatcher:
         (at once when no read is): called again within the same read, it still runs once.
         A master answers its replicas' held requests so — with every send of a read
         appended, in one answer, instead of with the first while the rest wait for the
-        next round trip."""
+        next round trip. In a read of one request the callback runs at once, and what it
+        writes leaves at once."""
         if not self._reading:
             callback()
+        elif self._direct is not None:
+            # A read of one request, whose handler is calling: nothing of the read comes after
+            # it to wait for. What the callback writes leaves now, before the rest of that
+            # handler (a Sync-replicated send's bookkeeping after its append).
+            self._run(callback)
+            self.uncork()
         elif callback not in self._after_read:
             self._after_read.append(callback)
 
@@ -97,10 +104,20 @@ class Dispatcher:
         if self._after_read:
             pending, self._after_read = self._after_read, []
             for callback in pending:
-                try:
-                    callback()
-                except Exception:
-                    log.exception("%s: a callback after a read failed", self.name)
+                self._run(callback)
+        self.uncork()
+
+    def _run(self, callback: Callable[[], None]) -> None:
+        try:
+            callback()
+        except Exception:
+            log.exception("%s: a callback after a read failed", self.name)
+
+    def uncork(self) -> None:
+        """Write now what the read being dispatched has written so far, one write per
+        connection; what it writes after is held again until it is done. A replica's
+        acknowledgement releases the sends it covers so, before the master holds the
+        replica's request."""
         if self._corked:
             corked, self._corked = self._corked, []
             for connection in corked:
@@ -301,6 +318,27 @@ class Connection(asyncio.Protocol):
         finally:
             timer.cancel()
             self._pending.pop(request.opaque, None)
+
+    def ask(self, request: RemotingCommand, timeout_s: float) -> asyncio.Future[RemotingCommand]:
+        """Send ``request`` now and return the future of its response (failing with
+        RemotingTimeoutError after ``timeout_s``), for a caller with work to do between
+        sending and waiting: a replica acknowledges so before indexing what it stored."""
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        self._pending[request.opaque] = future
+        timer = self._loop.call_later(timeout_s, self._unanswered, future, request, timeout_s)
+        future.add_done_callback(lambda _future: timer.cancel())
+        self.send(request)
+        return future
+
+    def _unanswered(
+        self, future: asyncio.Future[RemotingCommand], request: RemotingCommand, timeout_s: float
+    ) -> None:
+        self._pending.pop(request.opaque, None)
+        if not future.done():
+            name = _code_name(request.code)
+            future.set_exception(
+                RemotingTimeoutError(f"{name} to {self.peer}: no response within {timeout_s:g}s")
+            )
 
     @property
     def is_open(self) -> bool:

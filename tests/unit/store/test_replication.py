@@ -141,6 +141,43 @@ def test_bad_input_is_refused_and_the_stream_resumes(tmp_path: Path) -> None:
         assert_same(master, replica)
 
 
+def test_a_record_out_of_its_queues_order_is_refused_after_the_ones_before_it(
+    tmp_path: Path,
+) -> None:
+    """Two records of one queue in one chunk, the second claiming the first's queue offset:
+    refused, the first written and indexed."""
+    with open_store(tmp_path / "master") as master, open_store(tmp_path / "replica") as replica:
+        write(master, [("orders", 0, b"a" * 100), ("orders", 0, b"b" * 100)])
+        chunk = bytearray(master.read_log(0, 10_000))
+        first_size = int.from_bytes(chunk[:4], "big")
+        queue_offset_at = 20  # size, magic, body CRC, queue id, flag, then the queue offset
+        chunk[first_size + queue_offset_at : first_size + queue_offset_at + 8] = bytes(8)
+        with pytest.raises(ReplicationError, match="continues at 1"):
+            replica.replica.apply(0, bytes(chunk))
+        assert replica.commitlog.write_offset == first_size
+        assert queues(replica)[("orders", 0)][:2] == (0, 1)
+
+
+def test_written_is_told_once_the_records_are_in_the_log_before_they_are_indexed(
+    tmp_path: Path,
+) -> None:
+    """A replica acknowledges from ``written``: the log holds the records (what counts as
+    stored); the consume queues follow right after."""
+    with open_store(tmp_path / "master") as master, open_store(tmp_path / "replica") as replica:
+        write(master, [("orders", i % 2, b"x" * 200) for i in range(6)])
+        chunk = master.read_log(0, 10_000)
+        seen: list[tuple[int, dict[tuple[str, int], tuple[int, int, list[object]]]]] = []
+        appended = replica.replica.apply(
+            0, chunk, written=lambda: seen.append((replica.commitlog.write_offset, queues(replica)))
+        )
+        assert seen == [(len(chunk), {})]
+        assert {key: len(codes) for key, codes in appended.items()} == {
+            ("orders", 0): 3,
+            ("orders", 1): 3,
+        }
+        assert_same(master, replica)
+
+
 def test_a_replica_refuses_appends_of_its_own(tmp_path: Path) -> None:
     with open_store(tmp_path / "replica") as replica:
         replica.is_replica = True

@@ -386,6 +386,41 @@ def test_invoke_timeout() -> None:
     run(main())
 
 
+def test_ask_sends_at_once_and_its_future_holds_the_answer_or_the_timeout() -> None:
+    """``ask`` writes before it returns (the caller works on before it waits); the future
+    fails with RemotingTimeoutError naming the request when no answer comes, and a late
+    answer is dropped."""
+
+    async def main() -> None:
+        arrived: list[int] = []
+        gate = asyncio.Event()
+
+        async def late(request: RemotingCommand, _conn: Connection) -> RemotingCommand:
+            arrived.append(request.opaque)
+            await gate.wait()
+            return request.respond(body=b"late")
+
+        dispatcher = server_dispatcher()
+        dispatcher.register(SLOW, late)
+        async with serving(dispatcher) as (_server, address), client() as remoting:
+            connection = await remoting.connection(address)
+            answered = connection.ask(RemotingCommand.request(ECHO, body=b"now"), 5.0)
+            assert not answered.done()
+            assert (await answered).body == b"won"  # echoed reversed
+            request = RemotingCommand.request(SLOW)
+            unanswered = connection.ask(request, 0.05)
+            await eventually_async(lambda: arrived == [request.opaque], DEADLINE_S)
+            with pytest.raises(
+                RemotingTimeoutError,
+                match=r"QUERY_MESSAGE to 127\.0\.0\.1:\d+: no response within 0\.05s",
+            ):
+                await unanswered
+            gate.set()
+            assert (await connection.ask(RemotingCommand.request(SLOW), 5.0)).body == b"late"
+
+    run(main())
+
+
 def test_connection_refused() -> None:
     async def main() -> None:
         # A bound socket that does not listen keeps the port taken and refuses connections.

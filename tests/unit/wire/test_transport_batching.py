@@ -136,9 +136,10 @@ def test_work_put_off_until_a_read_is_done_runs_once_after_all_its_requests() ->
 
 def test_answers_a_read_releases_on_other_connections_leave_in_one_write_each() -> None:
     """A replica's acknowledgement releasing the Sync-replicated sends of several producers:
-    each producer's answers in one write, after the work put off until the read is done
-    (a master's answers to its replicas, which the next writes wait for); the answer to a
-    read of one request leaves at once (it is that connection's one write)."""
+    each producer's answers in one write; the answer to a read of one request leaves at once
+    (it is that connection's one write), and so does what its handler puts off until the read
+    is done (a master's answers to its replicas, which the next writes wait for): nothing of
+    the read comes after it."""
 
     async def scenario() -> tuple[list[list[str]], list[list[str]], list[list[str]], list[str]]:
         dispatcher = Dispatcher("test")
@@ -189,6 +190,45 @@ def test_answers_a_read_releases_on_other_connections_leave_in_one_write_each() 
     assert first == [["1", "2"]]
     assert second == [["3"], ["4"]]
     assert replica == [["9"]]
-    # the replica's answer, the one request of its read, left at once; the producers' after
-    # the work put off until the read was done
-    assert order == ["after, 1 writes so far"]
+    # the replica's read holds one request: the work put off until the read is done ran at
+    # once, before the producers' answers (and the replica's own) left
+    assert order == ["after, 0 writes so far"]
+
+
+def test_a_read_of_several_requests_puts_work_off_to_its_end_and_uncork_writes_early() -> None:
+    """What a handler puts off with ``after_read`` waits for the rest of a read of several
+    requests (their appends answered together); ``uncork`` writes what the read has
+    written so far at once, and what it writes after is held until its end again."""
+
+    async def scenario() -> tuple[list[str], list[list[list[str]]]]:
+        dispatcher = Dispatcher("test")
+        events: list[str] = []
+        other = _Transport()
+        target = Connection(dispatcher)
+        target.connection_made(other)  # type: ignore[arg-type]
+        seen: list[list[list[str]]] = []
+
+        def after() -> None:
+            events.append(f"after, {len(other.writes)} writes")
+
+        def handle(request: RemotingCommand, _connection: Connection) -> None:
+            n = request.ext_fields["n"]
+            target.send(_echo(request, target))
+            if n == "1":
+                dispatcher.uncork()
+                seen.append(_answered(other.writes))
+            dispatcher.after_read(after)  # asked twice, run once
+            events.append(n)
+
+        dispatcher.register(RequestCode.HEART_BEAT, handle)
+        connection = Connection(dispatcher)
+        connection.connection_made(_Transport())  # type: ignore[arg-type]
+        connection.data_received(
+            _request(RequestCode.HEART_BEAT, 1) + _request(RequestCode.HEART_BEAT, 2)
+        )
+        seen.append(_answered(other.writes))
+        return events, seen
+
+    events, seen = asyncio.run(scenario())
+    assert events == ["1", "2", "after, 1 writes"]
+    assert seen == [[["1"]], [["1"], ["2"]]]
