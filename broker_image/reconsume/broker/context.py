@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from reconsume.broker.consumers import ConsumerRegistry
-from reconsume.broker.flush_answers import FlushAnswers
+from reconsume.broker.flush_answers import FlushAnswers, PreparedReply
 from reconsume.broker.locks import LockTable
 from reconsume.broker.longpoll import PullWaiters
 from reconsume.broker.replica_answers import ReplicaAnswers
@@ -48,6 +48,8 @@ from reconsume.message.names import (
 from reconsume.store import FlushMode, MessageStore, PutRequest, PutResult
 from reconsume.store.requests import TagsCode, default_tags_code
 from reconsume.wire.codes import ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.transport import Connection
 
 log = logging.getLogger(__name__)
 
@@ -309,6 +311,21 @@ class BrokerContext:
                 answer(code)
 
         self.flush_answers.wait(result.end_offset, timeout_s, flushed)
+
+    def reply_when_stored(
+        self,
+        result: PutResult,
+        connection: Connection,
+        request: RemotingCommand,
+        build: Callable[[int], RemotingCommand],
+    ) -> None:
+        """:meth:`answer_when_stored` for a request answered by ``build(code)``, which must
+        only build (no counting): its SUCCESS answer is built and encoded right after the
+        write starts waiting — once its fsync is asked for and its replica answered — while
+        nothing else is to be done, so what releases it only writes it."""
+        reply = PreparedReply(connection, request, build)
+        self.answer_when_stored(result, reply)
+        reply.prepare()
 
     def _when_replicated(
         self, end_offset: int, timeout_s: float, answer: Callable[[int], None]

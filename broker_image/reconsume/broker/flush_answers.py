@@ -25,6 +25,8 @@ from concurrent.futures import Future
 
 from reconsume.errors import StoreError
 from reconsume.wire.codes import ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.transport import Connection
 
 log = logging.getLogger(__name__)
 
@@ -160,3 +162,38 @@ def tell(answer: Answer, code: int) -> None:
         answer(code)
     except Exception:  # one answer failing must not keep the others waiting
         log.exception("answering a waiting write failed")
+
+
+class PreparedReply:
+    """The answer to a request waiting to count as stored (an :data:`Answer`): the SUCCESS
+    answer built and encoded by :meth:`prepare` while it waits, so the release that tells
+    SUCCESS only writes it; any other code is built when told."""
+
+    __slots__ = ("_build", "_connection", "_frame", "_request", "_told")
+
+    def __init__(
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        build: Callable[[int], RemotingCommand],
+    ) -> None:
+        self._connection = connection
+        self._request = request
+        self._build = build
+        self._frame: bytes | None = None
+        self._told = False
+
+    def prepare(self) -> None:
+        """Build the SUCCESS answer now, unless the code was told already."""
+        if not self._told:
+            self._frame = self._connection.encode_reply(
+                self._request, self._build(ResponseCode.SUCCESS)
+            )
+
+    def __call__(self, code: int) -> None:
+        self._told = True
+        frame = self._frame
+        if code == ResponseCode.SUCCESS and frame is not None:
+            self._connection.send_encoded(frame)
+        else:
+            self._connection.reply(self._request, self._build(code))

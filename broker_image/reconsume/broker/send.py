@@ -335,11 +335,11 @@ class SendProcessor:
         elif topic == TIMER_TOPIC:
             context.timer_appended()
         if context.waits_for_storage:
-            context.answer_when_stored(
+            context.reply_when_stored(
                 last,
-                lambda code: connection.reply(
-                    request, self._answer(request, offsets, first, queue_id, code)
-                ),
+                connection,
+                request,
+                lambda code: self._answer(request, offsets, first, queue_id, code),
             )
             return None
         return self._answer(request, offsets, first, queue_id, ResponseCode.SUCCESS)

@@ -268,11 +268,7 @@ class Connection(asyncio.Protocol):
     def _reply(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         if response is None or request.is_oneway:
             return
-        # As RocketMQ's NettyRemotingAbstract does: the handler's command answers this request,
-        # in its serialization type, however the handler built it.
-        response.opaque = request.opaque
-        response.flag |= FLAG_RESPONSE
-        response.serialize_type = request.serialize_type
+        _answering(request, response)
         if not self.is_open:
             # The peer left while an async handler ran; send() would raise inside a task
             # nobody awaits.
@@ -280,19 +276,40 @@ class Connection(asyncio.Protocol):
             return
         self.send(response)
 
+    def encode_reply(self, request: RemotingCommand, response: RemotingCommand) -> bytes | None:
+        """``response`` encoded as the answer to ``request`` (None: a oneway request gets
+        none), for :meth:`send_encoded` later: an answer built while its request waits (for
+        an fsync, for replicas) only has to be written when it is released."""
+        if request.is_oneway:
+            return None
+        _answering(request, response)
+        return encode_frame(response)
+
+    def send_encoded(self, frame: bytes) -> None:
+        """Write a frame of :meth:`encode_reply`; dropped when the peer has left."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            log.debug("%s left before it was answered", self.peer)
+            return
+        self._write(transport, frame)
+
     # -------------------------------------------------------------- requests out
     def send(self, command: RemotingCommand) -> None:
         """Write one command (no answer expected or already an answer)."""
         transport = self._transport
         if transport is None or transport.is_closing():
             raise RemotingConnectError(f"connection to {self.peer} is closed")
+        self._write(transport, encode_frame(command))
+
+    def _write(self, transport: asyncio.Transport, frame: bytes) -> None:
+        """Write ``frame`` now, or hold it until the read being dispatched is done."""
         if self._outbox is not None:
-            self._outbox.append(encode_frame(command))
+            self._outbox.append(frame)
         elif self._dispatcher._reading and self._dispatcher._direct is not self:
-            self._outbox = [encode_frame(command)]
+            self._outbox = [frame]
             self._dispatcher._corked.append(self)
         else:
-            transport.write(encode_frame(command))
+            transport.write(frame)
 
     def _uncork(self) -> None:
         outbox, self._outbox = self._outbox, None
@@ -352,6 +369,14 @@ class Connection(asyncio.Protocol):
         self.close()
         with contextlib.suppress(Exception):
             await self.closed
+
+
+def _answering(request: RemotingCommand, response: RemotingCommand) -> None:
+    # As RocketMQ's NettyRemotingAbstract does: the handler's command answers this request,
+    # in its serialization type, however the handler built it.
+    response.opaque = request.opaque
+    response.flag |= FLAG_RESPONSE
+    response.serialize_type = request.serialize_type
 
 
 def _expire(future: asyncio.Future[RemotingCommand]) -> None:
