@@ -21,21 +21,27 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconsume.broker.replication import configs_version, parse_history
 from reconsume.engine.delivery import next_backoff
 from reconsume.engine.timer_progress import progress_path
-from reconsume.errors import InvalidArgumentError, RemotingError, ReplicationError, StoreError
+from reconsume.errors import (
+    InvalidArgumentError,
+    RemotingError,
+    RemotingTimeoutError,
+    ReplicationError,
+    StoreError,
+)
 from reconsume.message.configs import SubscriptionGroupConfig, TopicConfig
 from reconsume.store import FlushMode, MessageStore
 from reconsume.store.atomic import write_json
 from reconsume.store.replication import Appended
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import Connection, RemotingClient
+from reconsume.wire.transport import Connection, RemotingClient, Signer
 
 log = logging.getLogger(__name__)
 
@@ -118,73 +124,14 @@ class Follower:
 
     async def _follow(self, address: str) -> None:
         await self._handshake(address)
-        store = self.store
-        offset = store.replica.restart_stream()
         connection = await self._client.connection(address)
+        exchange = _Exchange(self, connection, address)
         self.state.connected = True
-        answer = self._ask(connection, offset)
-        sync_flush = store.settings.flush_mode is FlushMode.SYNC
-        asked: list[asyncio.Future[RemotingCommand]] = []
-
-        def acknowledge() -> None:
-            asked.append(self._ask(connection, store.replica.received_offset))
-
         try:
-            while True:
-                response = _succeeded(address, await answer)
-                ext = response.ext_fields
-                if _number(ext, "offset", -1) != offset:
-                    raise ReplicationError(f"master answered for offset {ext.get('offset')}")
-                epoch = _number(ext, "epoch", 0)
-                if epoch < self.state.master_epoch:
-                    raise ReplicationError(
-                        f"master {address} is in epoch {epoch}; this replica has seen "
-                        f"{self.state.master_epoch}"
-                    )
-                self.state.master_end = _number(ext, "maxOffset", 0)
-                if not response.body:
-                    answer = self._ask(connection, offset)
-                elif sync_flush:
-                    appended = store.replica.apply(offset, response.body)
-                    offset = store.replica.received_offset
-                    self._on_appended(appended)
-                    # acknowledge only what is on disk: a Sync write counts on it
-                    await asyncio.wrap_future(store.durable(store.commitlog.write_offset))
-                    answer = self._ask(connection, offset)
-                else:
-                    appended = store.replica.apply(offset, response.body, written=acknowledge)
-                    answer = asked.pop()
-                    offset = store.replica.received_offset
-                    self._on_appended(appended)
-                limit = _number(ext, "readLimit", -1)
-                self._on_read_limit(None if limit < 0 else limit)
-                version = ext.get("metadataVersion")
-                now = time.monotonic()
-                if version != self._metadata_version and (
-                    configs_version(version) != configs_version(self._metadata_version)
-                    or now - self._metadata_at >= self.metadata_interval_s
-                ):
-                    await self._fetch_metadata(address)
-                    self._metadata_at = now
+            exchange.ask(self.store.replica.restart_stream())
+            await exchange.ended
         finally:
-            answer.cancel()  # nobody waits for it any more
-
-    def _ask(self, connection: Connection, offset: int) -> asyncio.Future[RemotingCommand]:
-        """Ask for the log after ``offset``, acknowledging what this log holds (the request
-        leaves now)."""
-        request = RemotingCommand.request(
-            RequestCode.REPLICATE_LOG,
-            {
-                "replicaId": self.replica_id,
-                "offset": str(offset),
-                "ackOffset": str(self.store.commitlog.write_offset),
-                "maxBytes": str(self.max_bytes),
-            },
-        )
-        signer = self._client.signer
-        if signer is not None:
-            signer(request)
-        return connection.ask(request, REQUEST_TIMEOUT_S)
+            exchange.close()
 
     async def _handshake(self, address: str) -> None:
         store = self.store
@@ -238,6 +185,28 @@ class Follower:
         self.state.master_epoch = epoch
         self._metadata_version = None  # fetch again on this connection
 
+    @property
+    def signer(self) -> Signer | None:
+        return self._client.signer
+
+    def on_appended(self, appended: Appended) -> None:
+        self._on_appended(appended)
+
+    def on_read_limit(self, limit: int | None) -> None:
+        self._on_read_limit(limit)
+
+    def wants_metadata(self, version: str | None) -> bool:
+        """Whether the master's metadata at ``version`` is to be fetched now: at once when its
+        topic or group configs changed, else at most every ``metadata_interval_s``."""
+        return version != self._metadata_version and (
+            configs_version(version) != configs_version(self._metadata_version)
+            or time.monotonic() - self._metadata_at >= self.metadata_interval_s
+        )
+
+    async def fetch_metadata(self, address: str) -> None:
+        self._metadata_at = time.monotonic()
+        await self._fetch_metadata(address)
+
     async def _fetch_metadata(self, address: str) -> None:
         request = RemotingCommand.request(RequestCode.REPLICA_METADATA)
         response = await self._invoke(address, request)
@@ -247,6 +216,145 @@ class Follower:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ReplicationError(f"master {address}: metadata does not decode ({exc})") from exc
         self._metadata_version = str(document.get("version"))
+
+
+class _Exchange:
+    """The REPLICATE_LOG requests of one connection to the master, each answer handled as the
+    transport reads it (the connection's waiter for every request): the next request — the
+    acknowledgement a Sync write on the master waits for — leaves as soon as the records are
+    in this log, with no task woken in between and no timer per request. A metadata fetch and
+    a Sync flush's wait for the disk run in a task of their own meanwhile.
+
+    :attr:`ended` fails with whatever ends the exchange: an answer that does not continue
+    this log, an error answer, the connection lost, no answer within ``REQUEST_TIMEOUT_S``."""
+
+    def __init__(self, follower: Follower, connection: Connection, address: str) -> None:
+        self._follower = follower
+        self._connection = connection
+        self._address = address
+        self._store = follower.store
+        self._sync_flush = follower.store.settings.flush_mode is FlushMode.SYNC
+        self._loop = asyncio.get_running_loop()
+        self.ended: asyncio.Future[None] = self._loop.create_future()
+        self._offset = 0
+        """Where the log asked for starts (this log's end, a partial record included)."""
+        self._asked_at: float | None = None
+        """When the request waiting for its answer left (None: none waits)."""
+        self._watchdog = self._loop.call_later(REQUEST_TIMEOUT_S, self._check)
+        self._aside: asyncio.Task[None] | None = None
+        """A metadata fetch running beside the requests."""
+        self._durable: asyncio.Task[None] | None = None
+        """Under Sync flush: the wait for the disk before the next request."""
+
+    def ask(self, offset: int) -> None:
+        """Ask for the log after ``offset``, acknowledging what this log holds."""
+        self._offset = offset
+        follower = self._follower
+        request = RemotingCommand.request(
+            RequestCode.REPLICATE_LOG,
+            {
+                "replicaId": follower.replica_id,
+                "offset": str(offset),
+                "ackOffset": str(self._store.commitlog.write_offset),
+                "maxBytes": str(follower.max_bytes),
+            },
+        )
+        signer = follower.signer
+        if signer is not None:
+            signer(request)
+        self._asked_at = self._loop.time()
+        self._connection.expect(request, self)
+
+    def close(self) -> None:
+        self._watchdog.cancel()
+        for task in (self._aside, self._durable):
+            if task is not None:
+                task.cancel()
+        if not self.ended.done():
+            self.ended.cancel()
+
+    # -------------------------------------------------------- the connection's waiter
+    def done(self) -> bool:
+        return self.ended.done()
+
+    def set_result(self, response: RemotingCommand, /) -> None:
+        try:
+            self._answered(response)
+        except Exception as exc:  # noqa: BLE001 - whatever it is ends this exchange
+            self._end(exc)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self._end(exception)
+
+    # ------------------------------------------------------------------ answers
+    def _answered(self, response: RemotingCommand) -> None:
+        self._asked_at = None
+        follower, store, address = self._follower, self._store, self._address
+        state = follower.state
+        ext = _succeeded(address, response).ext_fields
+        offset = self._offset
+        if _number(ext, "offset", -1) != offset:
+            raise ReplicationError(f"master answered for offset {ext.get('offset')}")
+        epoch = _number(ext, "epoch", 0)
+        if epoch < state.master_epoch:
+            raise ReplicationError(
+                f"master {address} is in epoch {epoch}; this replica has seen {state.master_epoch}"
+            )
+        state.master_end = _number(ext, "maxOffset", 0)
+        body = response.body
+        if not body:
+            self.ask(offset)
+        elif self._sync_flush:
+            appended = store.replica.apply(offset, body)
+            follower.on_appended(appended)
+            # acknowledge only what is on disk: a Sync write counts on it
+            self._durable = self._beside(self._when_durable(store.replica.received_offset))
+        else:
+            appended = store.replica.apply(offset, body, written=self._acknowledge)
+            follower.on_appended(appended)
+        limit = _number(ext, "readLimit", -1)
+        follower.on_read_limit(None if limit < 0 else limit)
+        if self._aside is None and follower.wants_metadata(ext.get("metadataVersion")):
+            self._aside = self._beside(self._fetch_metadata())
+
+    def _acknowledge(self) -> None:
+        self.ask(self._store.replica.received_offset)
+
+    async def _when_durable(self, offset: int) -> None:
+        store = self._store
+        await asyncio.wrap_future(store.durable(store.commitlog.write_offset))
+        self._durable = None
+        self.ask(offset)
+
+    async def _fetch_metadata(self) -> None:
+        await self._follower.fetch_metadata(self._address)
+        self._aside = None
+
+    def _beside(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = self._loop.create_task(work)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._end(exc)
+
+    def _check(self) -> None:
+        asked_at = self._asked_at
+        now = self._loop.time()
+        if asked_at is not None and now - asked_at >= REQUEST_TIMEOUT_S:
+            self._end(
+                RemotingTimeoutError(
+                    f"REPLICATE_LOG to {self._address}: no response within {REQUEST_TIMEOUT_S:g}s"
+                )
+            )
+            return
+        due = REQUEST_TIMEOUT_S if asked_at is None else asked_at + REQUEST_TIMEOUT_S - now
+        self._watchdog = self._loop.call_later(due, self._check)
+
+    def _end(self, exception: BaseException) -> None:
+        if not self.ended.done():
+            self.ended.set_exception(exception)
 
 
 def _succeeded(address: str, response: RemotingCommand) -> RemotingCommand:

@@ -14,7 +14,7 @@ import inspect
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from reconsume.errors import FrameError, RemotingConnectError, RemotingTimeoutError
 from reconsume.wire.codes import RequestCode, ResponseCode
@@ -32,6 +32,18 @@ Handler = Callable[[RemotingCommand, "Connection"], HandlerResult | Awaitable[Ha
 Guard = Callable[[RemotingCommand, "Connection"], RemotingCommand | None]
 """Runs before every handler: None lets the request through, a response refuses it (access
 control, :class:`reconsume.access.guard.AclGuard`)."""
+
+
+class Waiter(Protocol):
+    """What waits for a response: a future, or an object answering as one does."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: RemotingCommand, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
 Signer = Callable[[RemotingCommand], None]
 """Signs a request in place just before it is written (a client's credentials)."""
 
@@ -136,7 +148,7 @@ class Connection(asyncio.Protocol):
     ) -> None:
         self._dispatcher = dispatcher
         self._reader = FrameReader(max_frame_bytes)
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._pending: dict[int, Waiter] = {}
         self._transport: asyncio.Transport | None = None
         self._on_close = on_close
         self._tasks: set[asyncio.Task[None]] = set()
@@ -336,26 +348,12 @@ class Connection(asyncio.Protocol):
             timer.cancel()
             self._pending.pop(request.opaque, None)
 
-    def ask(self, request: RemotingCommand, timeout_s: float) -> asyncio.Future[RemotingCommand]:
-        """Send ``request`` now and return the future of its response (failing with
-        RemotingTimeoutError after ``timeout_s``), for a caller with work to do between
-        sending and waiting: a replica acknowledges so before indexing what it stored."""
-        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        self._pending[request.opaque] = future
-        timer = self._loop.call_later(timeout_s, self._unanswered, future, request, timeout_s)
-        future.add_done_callback(lambda _future: timer.cancel())
+    def expect(self, request: RemotingCommand, waiter: Waiter) -> None:
+        """Send ``request`` now; its response goes to ``waiter`` as the read that holds it is
+        dispatched (a lost connection to its ``set_exception``). No timer: the caller keeps
+        its own, once for all its requests (a replica's exchange with its master)."""
+        self._pending[request.opaque] = waiter
         self.send(request)
-        return future
-
-    def _unanswered(
-        self, future: asyncio.Future[RemotingCommand], request: RemotingCommand, timeout_s: float
-    ) -> None:
-        self._pending.pop(request.opaque, None)
-        if not future.done():
-            name = _code_name(request.code)
-            future.set_exception(
-                RemotingTimeoutError(f"{name} to {self.peer}: no response within {timeout_s:g}s")
-            )
 
     @property
     def is_open(self) -> bool:

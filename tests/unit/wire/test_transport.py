@@ -386,37 +386,38 @@ def test_invoke_timeout() -> None:
     run(main())
 
 
-def test_ask_sends_at_once_and_its_future_holds_the_answer_or_the_timeout() -> None:
-    """``ask`` writes before it returns (the caller works on before it waits); the future
-    fails with RemotingTimeoutError naming the request when no answer comes, and a late
-    answer is dropped."""
+def test_expect_sends_at_once_and_hands_the_answer_to_its_waiter_as_it_is_read() -> None:
+    """``expect`` writes before it returns; the response reaches the waiter inside the read
+    that holds it (no task in between), and a lost connection reaches it as an exception."""
+
+    class Waiting:
+        def __init__(self) -> None:
+            self.told: list[RemotingCommand | BaseException] = []
+
+        def done(self) -> bool:
+            return False
+
+        def set_result(self, result: RemotingCommand, /) -> None:
+            self.told.append(result)
+
+        def set_exception(self, exception: BaseException, /) -> None:
+            self.told.append(exception)
 
     async def main() -> None:
-        arrived: list[int] = []
-        gate = asyncio.Event()
-
-        async def late(request: RemotingCommand, _conn: Connection) -> RemotingCommand:
-            arrived.append(request.opaque)
-            await gate.wait()
-            return request.respond(body=b"late")
-
         dispatcher = server_dispatcher()
-        dispatcher.register(SLOW, late)
-        async with serving(dispatcher) as (_server, address), client() as remoting:
+        dispatcher.register(SLOW, lambda _r, _c: None)  # never answers
+        async with serving(dispatcher) as (server, address), client() as remoting:
             connection = await remoting.connection(address)
-            answered = connection.ask(RemotingCommand.request(ECHO, body=b"now"), 5.0)
-            assert not answered.done()
-            assert (await answered).body == b"won"  # echoed reversed
-            request = RemotingCommand.request(SLOW)
-            unanswered = connection.ask(request, 0.05)
-            await eventually_async(lambda: arrived == [request.opaque], DEADLINE_S)
-            with pytest.raises(
-                RemotingTimeoutError,
-                match=r"QUERY_MESSAGE to 127\.0\.0\.1:\d+: no response within 0\.05s",
-            ):
-                await unanswered
-            gate.set()
-            assert (await connection.ask(RemotingCommand.request(SLOW), 5.0)).body == b"late"
+            waiting = Waiting()
+            connection.expect(RemotingCommand.request(ECHO, body=b"now"), waiting)
+            connection.expect(RemotingCommand.request(SLOW), waiting)
+            await eventually_async(lambda: waiting.told, DEADLINE_S)
+            [answer] = waiting.told
+            assert isinstance(answer, RemotingCommand)
+            assert answer.body == b"won"  # echoed reversed
+            await server.stop()
+            await eventually_async(lambda: len(waiting.told) == 2, DEADLINE_S)
+            assert isinstance(waiting.told[1], RemotingConnectError)
 
     run(main())
 
