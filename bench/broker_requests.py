@@ -50,8 +50,9 @@ from reconsume.store.settings import FlushMode, StoreSettings
 from reconsume.wire.broker_headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.frame import decode_frame, encode_frame
-from reconsume.wire.transport import Connection, Dispatcher
+from reconsume.wire.transport import Connection
 
 TOPIC = "BenchRequests"
 QUEUES = 8

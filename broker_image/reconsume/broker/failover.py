@@ -26,7 +26,8 @@ from reconsume.broker.settings import BrokerSettings, ReplicationMode
 from reconsume.engine.delays import DelayLevels
 from reconsume.errors import StoreError
 from reconsume.store import MessageStore
-from reconsume.wire.transport import Handler, RemotingServer
+from reconsume.wire.dispatcher import Handler
+from reconsume.wire.transport import RemotingServer
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ A waiting write costs a future of the group commit (it keeps the flush thread wo
 entry here. The flush thread completing any of the futures schedules one release on the event
 loop — completions before that release runs schedule nothing more — and the release answers
 every write whose fsync is done as one read's requests are answered
-(:meth:`reconsume.wire.transport.Dispatcher.as_read`): one write per connection, whatever the
+(:meth:`reconsume.wire.dispatcher.Dispatcher.as_read`): one write per connection, whatever the
 number of sends one fsync made durable. Awaiting each write's future in a task of its own cost a
 hand-off to the loop (a self-pipe write) and a task step per write, and a socket write per
 answer.

@@ -27,12 +27,13 @@ from reconsume.engine.delivery import next_backoff
 from reconsume.errors import RemotingError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.headers import (
     EPOCH_FIELD,
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
 )
-from reconsume.wire.transport import Dispatcher, RemotingClient
+from reconsume.wire.transport import RemotingClient
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,8 @@ from reconsume.engine.timer import TimerService
 from reconsume.store.replication import Appended
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import Connection, Handler, RemotingServer
+from reconsume.wire.dispatcher import Handler
+from reconsume.wire.transport import Connection, RemotingServer
 
 log = logging.getLogger(__name__)
 

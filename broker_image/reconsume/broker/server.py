@@ -54,16 +54,10 @@ from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher, Handler, HandlerResult
 from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls_server import TlsListener
-from reconsume.wire.transport import (
-    Connection,
-    Dispatcher,
-    Handler,
-    HandlerResult,
-    RemotingClient,
-    RemotingServer,
-)
+from reconsume.wire.transport import Connection, RemotingClient, RemotingServer
 
 log = logging.getLogger(__name__)
 

@@ -54,9 +54,10 @@ from reconsume.message.model import StoredMessage
 from reconsume.message.names import retry_topic, validate_group, validate_topic
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.signing import Signing, signer_or_environment
 from reconsume.wire.tls import tls_or_environment
-from reconsume.wire.transport import Connection, Dispatcher, RemotingClient
+from reconsume.wire.transport import Connection, RemotingClient
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from reconsume.namesrv.settings import NamesrvSettings
 from reconsume.wire import fastjson
 from reconsume.wire.codes import VERSION_4_9_4, RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.headers import (
     EPOCH_FIELD,
     DeleteTopicFromNamesrvRequestHeader,
@@ -28,7 +29,7 @@ from reconsume.wire.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
-from reconsume.wire.transport import Connection, Dispatcher, RemotingServer
+from reconsume.wire.transport import Connection, RemotingServer
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from reconsume.message.names import DEFAULT_TOPIC
 from reconsume.wire.broker_headers import SendMessageRequestHeader
 from reconsume.wire.codes import ResponseCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import Connection, Dispatcher
+from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.transport import Connection
 from reconsume.wire.v2 import definition_pb2 as pb
 
 NOW, LATER, NEVER = 1, 2, 3

@@ -15,7 +15,8 @@ from reconsume.broker import registration
 from reconsume.broker.registration import Registrar
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import Connection, Dispatcher, RemotingServer
+from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.transport import Connection, RemotingServer
 
 
 class SlowNameServer:

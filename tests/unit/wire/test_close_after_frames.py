@@ -25,9 +25,10 @@ import pytest
 
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.frame import encode_frame
 from reconsume.wire.tls import TlsMode, client_context
-from reconsume.wire.transport import Connection, Dispatcher, RemotingServer
+from reconsume.wire.transport import Connection, RemotingServer
 from tests.polling import eventually_async
 from tests.tls_certs import CertAuthority
 

@@ -22,8 +22,9 @@ import uvloop
 from reconsume.errors import RemotingConnectError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.tls import ClientAuth, TlsMode, TlsServerConfig, client_context
-from reconsume.wire.transport import Connection, Dispatcher, RemotingClient, RemotingServer
+from reconsume.wire.transport import Connection, RemotingClient, RemotingServer
 from tests.polling import eventually_async
 from tests.tls_certs import CertAuthority, make_ca
 

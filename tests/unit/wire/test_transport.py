@@ -19,8 +19,9 @@ import pytest
 from reconsume.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from reconsume.wire.codes import RequestCode, ResponseCode, SerializeType
 from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.frame import MAX_FRAME_BYTES, decode_frame, encode_frame
-from reconsume.wire.transport import Connection, Dispatcher, RemotingClient, RemotingServer
+from reconsume.wire.transport import Connection, RemotingClient, RemotingServer
 from tests.polling import eventually_async
 from tests.unit.wire.test_frame_golden import frame_of
 

@@ -9,8 +9,9 @@ from typing import Any
 
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.frame import FrameReader, encode_frame
-from reconsume.wire.transport import Connection, Dispatcher
+from reconsume.wire.transport import Connection
 
 
 class _Transport:

@@ -17,7 +17,7 @@ from reconsume.broker.messaging.local import LocalConnection
 from reconsume.message.configs import PERM_READ_WRITE
 from reconsume.message.names import retry_topic
 from reconsume.wire.codes import LanguageCode
-from reconsume.wire.transport import Dispatcher
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.v2 import definition_pb2 as pb
 
 CONSUME_POP = "CONSUME_POP"

@@ -18,7 +18,8 @@ from typing import Any
 
 from reconsume.errors import RemotingTimeoutError
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import Connection, Dispatcher
+from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.transport import Connection
 
 
 class _NoSocket:

@@ -36,11 +36,11 @@ from reconsume.broker.messaging.settings import answer as settings_answer
 from reconsume.broker.messaging.status import Refused, status
 from reconsume.errors import InvalidArgumentError, RemotingError
 from reconsume.message.names import validate_topic
+from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.h2.api import Abort, CallContext, Method, StatusCode, unary, unary_now
 from reconsume.wire.h2.server import GrpcServer
 from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls import TlsServerConfig
-from reconsume.wire.transport import Dispatcher
 from reconsume.wire.v2 import definition_pb2 as pb
 from reconsume.wire.v2 import service_pb2 as spb
 
