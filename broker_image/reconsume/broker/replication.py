@@ -135,6 +135,7 @@ class ReplicationProcessor:
         self._epoch = epoch
         self.hold_s = hold_s
         self._held: set[_Held] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.uncork: Callable[[], None] = lambda: None
         """Writes now what the read being dispatched has written so far
         (:meth:`Dispatcher.uncork` of the server's)."""
@@ -246,7 +247,11 @@ class ReplicationProcessor:
             # appending handler itself: no turn of the event loop between a Sync write and
             # its replication.
             held = _Held(request, connection, replica_id, offset, max_bytes)
-            held.timer = asyncio.get_running_loop().call_later(self.hold_s, self._expire, held)
+            loop = self._loop
+            if loop is None:
+                # kept: asyncio.get_running_loop is a getpid system call on each call (3.11)
+                loop = self._loop = asyncio.get_running_loop()
+            held.timer = loop.call_later(self.hold_s, self._expire, held)
             self._held.add(held)
             return None
         try:
