@@ -29,7 +29,7 @@ from reconsume.wire.tls_server import TlsListener
 log = logging.getLogger(__name__)
 
 
-class Waiter(Protocol):
+class ResponseWaiter(Protocol):
     """What waits for a response: a future, or an object answering as one does."""
 
     def done(self) -> bool: ...
@@ -55,7 +55,7 @@ class Connection(asyncio.Protocol):
     ) -> None:
         self._dispatcher = dispatcher
         self._reader = FrameReader(max_frame_bytes)
-        self._pending: dict[int, Waiter] = {}
+        self._pending: dict[int, ResponseWaiter] = {}
         self._transport: asyncio.Transport | None = None
         self._on_close = on_close
         self._tasks: set[asyncio.Task[None]] = set()
@@ -255,7 +255,7 @@ class Connection(asyncio.Protocol):
             timer.cancel()
             self._pending.pop(request.opaque, None)
 
-    def expect(self, request: RemotingCommand, waiter: Waiter) -> None:
+    def expect(self, request: RemotingCommand, waiter: ResponseWaiter) -> None:
         """Send ``request`` now; its response goes to ``waiter`` as the read that holds it is
         dispatched (a lost connection to its ``set_exception``). No timer: the caller keeps
         its own, once for all its requests (a replica's exchange with its master)."""

@@ -10,9 +10,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from reconsume.broker.flush_answers import FlushAnswers
+from reconsume.broker.flush_answers import FlushAnswers, PreparedReply
 from reconsume.errors import StoreError
-from reconsume.wire.codes import ResponseCode
+from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.command import RemotingCommand
+from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.frame import FrameReader
+from reconsume.wire.transport import Connection
 
 from ...polling import eventually_async
 
@@ -126,3 +130,83 @@ def test_an_answer_that_fails_does_not_keep_the_others_waiting() -> None:
         return told
 
     assert asyncio.run(scenario()) == [ResponseCode.SUCCESS]
+
+
+class _Recorded:
+    """Enough of a transport for a Connection: what was written."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, _name: str) -> None:
+        return None
+
+
+def test_a_prepared_reply_writes_what_it_built_while_waiting_and_builds_others_when_told() -> None:
+    """SUCCESS leaves as the frame ``prepare`` encoded (built once); another code is built
+    when told; told before ``prepare`` (released at once), nothing is built twice; a oneway
+    request gets no answer."""
+
+    async def scenario() -> tuple[list[int], list[list[tuple[int, int, str]]]]:
+        built: list[int] = []
+
+        def reply_for(code: int) -> tuple[PreparedReply, _Recorded]:
+            transport = _Recorded()
+            connection = Connection(Dispatcher("test"))
+            connection.connection_made(transport)  # type: ignore[arg-type]
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"n": str(code)})
+
+            def build(answered: int) -> RemotingCommand:
+                built.append(answered)
+                return request.respond(answered, None, {"n": str(code)})
+
+            return PreparedReply(connection, request, build), transport
+
+        def frames(transport: _Recorded) -> list[tuple[int, int, str]]:
+            return [
+                (c.code, c.opaque, c.ext_fields["n"])
+                for w in transport.writes
+                for c in FrameReader().feed(w)
+            ]
+
+        ok, ok_transport = reply_for(1)
+        ok.prepare()
+        assert built == [ResponseCode.SUCCESS]
+        ok(ResponseCode.SUCCESS)
+        late, late_transport = reply_for(2)
+        late.prepare()
+        late(ResponseCode.FLUSH_DISK_TIMEOUT)
+        early, early_transport = reply_for(3)
+        early(ResponseCode.SUCCESS)
+        early.prepare()
+        return built, [frames(t) for t in (ok_transport, late_transport, early_transport)]
+
+    built, written = asyncio.run(scenario())
+    success, late = ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT
+    assert built == [success, success, late, success]
+    assert [[(code, n) for code, _opaque, n in w] for w in written] == [
+        [(success, "1")],
+        [(late, "2")],
+        [(success, "3")],
+    ]
+    assert all(opaque != 0 for w in written for _code, opaque, _n in w)
+
+
+def test_a_prepared_reply_to_a_oneway_request_writes_nothing() -> None:
+    async def scenario() -> list[bytes]:
+        transport = _Recorded()
+        connection = Connection(Dispatcher("test"))
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {}, oneway=True)
+        reply = PreparedReply(connection, request, lambda code: request.respond(code))
+        reply.prepare()
+        reply(ResponseCode.SUCCESS)
+        return transport.writes
+
+    assert asyncio.run(scenario()) == []
