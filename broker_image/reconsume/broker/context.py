@@ -318,12 +318,15 @@ class BrokerContext:
         connection: Connection,
         request: RemotingCommand,
         build: Callable[[int], RemotingCommand],
+        *,
+        told: Callable[[int], None] | None = None,
     ) -> None:
         """:meth:`answer_when_stored` for a request answered by ``build(code)``, which must
-        only build (no counting): its SUCCESS answer is built and encoded right after the
-        write starts waiting — once its fsync is asked for and its replica answered — while
-        nothing else is to be done, so what releases it only writes it."""
-        reply = PreparedReply(connection, request, build)
+        only build (what counts the outcome goes in ``told``, called with the code first): its
+        SUCCESS answer is built and encoded right after the write starts waiting — once its
+        fsync is asked for and its replica answered — while nothing else is to be done, so
+        what releases it only writes it."""
+        reply = PreparedReply(connection, request, build, told)
         self.answer_when_stored(result, reply)
         reply.prepare()
 

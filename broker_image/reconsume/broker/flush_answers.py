@@ -169,17 +169,20 @@ class PreparedReply:
     answer built and encoded by :meth:`prepare` while it waits, so the release that tells
     SUCCESS only writes it; any other code is built when told."""
 
-    __slots__ = ("_build", "_connection", "_frame", "_request", "_told")
+    __slots__ = ("_build", "_connection", "_frame", "_on_told", "_request", "_told")
 
     def __init__(
         self,
         connection: Connection,
         request: RemotingCommand,
         build: Callable[[int], RemotingCommand],
+        on_told: Callable[[int], None] | None = None,
     ) -> None:
         self._connection = connection
         self._request = request
         self._build = build
+        self._on_told = on_told
+        """Called with the code before the answer leaves (what counts the outcome)."""
         self._frame: bytes | None = None
         self._told = False
 
@@ -192,6 +195,8 @@ class PreparedReply:
 
     def __call__(self, code: int) -> None:
         self._told = True
+        if self._on_told is not None:
+            self._on_told(code)
         frame = self._frame
         if code == ResponseCode.SUCCESS and frame is not None:
             self._connection.send_encoded(frame)

@@ -42,6 +42,15 @@ UNIT_SUB_TOPIC_SYS_FLAG = 0x2
 """``TopicSysFlag.buildSysFlag(false, true)``: the retry topic of a unit-mode consumer."""
 
 
+def _stored(request: RemotingCommand, code: int) -> RemotingCommand:
+    """The answer once the store said ``code``: as Apache RocketMQ's send-back, any status but
+    stored is SYSTEM_ERROR with the status's name (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE,
+    ...); the retry stays stored either way."""
+    if code != ResponseCode.SUCCESS:
+        return request.respond(ResponseCode.SYSTEM_ERROR, _status_name(code))
+    return request.respond()
+
+
 def _status_name(code: int) -> str:
     try:
         return ResponseCode(code).name
@@ -141,14 +150,18 @@ class SendBackProcessor:
             return request.respond(ResponseCode.SYSTEM_ERROR, f"storing the retry failed: {exc}")
         origin = origin_topic(original.properties, original.topic)
         if context.waits_for_storage:
-            context.answer_when_stored(
-                result,
-                lambda code: connection.reply(
-                    request, self._stored(request, code, header.group, origin, decision)
-                ),
+            group_name = header.group
+
+            def told(code: int) -> None:
+                if code == ResponseCode.SUCCESS:
+                    self._count(group_name, origin, decision)
+
+            context.reply_when_stored(
+                result, connection, request, lambda code: _stored(request, code), told=told
             )
             return None
-        return self._succeeded(request, header.group, origin, decision)
+        self._count(header.group, origin, decision)
+        return request.respond()
 
     def policy_of(self, group: SubscriptionGroupConfig) -> RetryPolicy:
         """The group's retry policy (``groupRetryPolicy``), read once per config version. A
@@ -170,21 +183,9 @@ class SendBackProcessor:
         self._policies[group.group_name] = (group, policy)
         return policy
 
-    def _stored(
-        self, request: RemotingCommand, code: int, group: str, origin: str, decision: RetryDecision
-    ) -> RemotingCommand:
-        """The answer once the store said ``code``: as Apache RocketMQ's send-back, any status
-        but stored is SYSTEM_ERROR with the status's name (FLUSH_SLAVE_TIMEOUT,
-        SLAVE_NOT_AVAILABLE, ...); the retry stays stored either way."""
-        if code != ResponseCode.SUCCESS:
-            return request.respond(ResponseCode.SYSTEM_ERROR, _status_name(code))
-        return self._succeeded(request, group, origin, decision)
-
-    def _succeeded(
-        self, request: RemotingCommand, group: str, origin: str, decision: RetryDecision
-    ) -> RemotingCommand:
+    def _count(self, group: str, origin: str, decision: RetryDecision) -> None:
+        """A send-back stored: counted, and its dead letter when it became one."""
         stats = self.context.stats
         stats.sent_back(group, origin)
         if decision.dead_letter:
             stats.dead_lettered(group, origin)
-        return request.respond()

@@ -21,6 +21,7 @@ from reconsume.store.requests import PutRequest
 from reconsume.wire.broker_headers import ConsumerSendMsgBackRequestHeader
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.frame import FrameReader, encode_frame
 from reconsume.wire.transport import Connection
 
 from ...polling import eventually_async
@@ -30,7 +31,8 @@ GROUP = "g"
 
 
 class Replies:
-    """The one method of a connection a send-back answers through."""
+    """The methods of a connection a send-back answers through: at once, or from a frame
+    encoded while it waited."""
 
     def __init__(self) -> None:
         self.answers: list[RemotingCommand] = []
@@ -38,6 +40,13 @@ class Replies:
     def reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
         assert response.opaque == request.opaque
         self.answers.append(response)
+
+    def encode_reply(self, request: RemotingCommand, response: RemotingCommand) -> bytes:
+        response.opaque = request.opaque
+        return encode_frame(response)
+
+    def send_encoded(self, frame: bytes) -> None:
+        self.answers.extend(FrameReader().feed(frame))
 
 
 @pytest.fixture
