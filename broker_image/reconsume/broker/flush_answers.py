@@ -167,7 +167,9 @@ def tell(answer: Answer, code: int) -> None:
 class PreparedReply:
     """The answer to a request waiting to count as stored (an :data:`Answer`): the SUCCESS
     answer built and encoded by :meth:`prepare` while it waits, so the release that tells
-    SUCCESS only writes it; any other code is built when told."""
+    SUCCESS only writes it; any other code, or an answer its connection does not take as a
+    frame (:meth:`Connection.encode_reply` None), is built when told and sent by
+    :meth:`Connection.reply`."""
 
     __slots__ = ("_build", "_connection", "_frame", "_on_told", "_request", "_told")
 

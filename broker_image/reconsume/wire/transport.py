@@ -196,9 +196,11 @@ class Connection(asyncio.Protocol):
         self.send(response)
 
     def encode_reply(self, request: RemotingCommand, response: RemotingCommand) -> bytes | None:
-        """``response`` encoded as the answer to ``request`` (None: a oneway request gets
-        none), for :meth:`send_encoded` later: an answer built while its request waits (for
-        an fsync, for replicas) only has to be written when it is released."""
+        """``response`` encoded as the answer to ``request``, for :meth:`send_encoded` later:
+        an answer built while its request waits (for an fsync, for replicas) only has to be
+        written when it is released. None: nothing to write later — a oneway request gets no
+        answer, and a connection that takes answers in as commands (the gRPC service's) is
+        answered through :meth:`reply` when the request is released."""
         if request.is_oneway:
             return None
         _answering(request, response)

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from reconsume.broker.flush_answers import PreparedReply
 from reconsume.broker.messaging.local import LocalConnection, LocalConnections
 from reconsume.broker.messaging.produce import PRODUCER_GROUP, send_request
 from reconsume.errors import RemotingTimeoutError
@@ -68,6 +69,34 @@ def test_requests_answered_at_once_later_and_never_share_one_connection() -> Non
         assert (await held).remark == "later"
         with pytest.raises(RemotingTimeoutError):
             await connection.request(RemotingCommand.request(NEVER), 0.01)
+
+    asyncio.run(scenario())
+
+
+def test_a_write_answered_when_stored_reaches_the_grpc_call_that_waits_for_it() -> None:
+    """A send waiting for its fsync or replicas has its answer prepared while it waits
+    (``PreparedReply``, as ``BrokerContext.reply_when_stored`` makes it); a local connection
+    takes answers as commands, not frames, so the release builds and hands it in."""
+
+    async def scenario() -> None:
+        waiting: list[PreparedReply] = []
+        arrived = asyncio.Event()
+
+        def stored_later(request: RemotingCommand, connection: Connection) -> None:
+            reply = PreparedReply(connection, request, lambda code: request.respond(code, "stored"))
+            reply.prepare()
+            waiting.append(reply)
+            arrived.set()
+
+        dispatcher = Dispatcher("broker")
+        dispatcher.register(LATER, stored_later)
+        connection = LocalConnection(dispatcher, ("10.0.0.1", 5000))
+        call = asyncio.ensure_future(connection.request(RemotingCommand.request(LATER), 5.0))
+        await asyncio.wait_for(arrived.wait(), 5)
+        assert not call.done()
+        waiting[0](ResponseCode.SUCCESS)
+        answer = await call
+        assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, "stored")
 
     asyncio.run(scenario())
 

@@ -57,6 +57,11 @@ class LocalConnection(Connection):
         if future is not None and not future.done():
             future.set_result(command)
 
+    def encode_reply(self, request: RemotingCommand, response: RemotingCommand) -> bytes | None:
+        """Nothing: answers are taken in as commands (:meth:`send`), not frames, so a waiting
+        write's answer is built when it is released."""
+        return None
+
     async def request(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """The broker's answer to ``request``, whose access the gRPC service checked (its
         clients sign differently: :mod:`.auth`)."""
