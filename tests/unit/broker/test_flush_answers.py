@@ -19,6 +19,7 @@ from reconsume.wire.frame import FrameReader
 from reconsume.wire.transport import Connection
 
 from ...polling import eventually_async
+from ..wire.recording import RecordingTransport
 
 
 class _Flush:
@@ -132,22 +133,6 @@ def test_an_answer_that_fails_does_not_keep_the_others_waiting() -> None:
     assert asyncio.run(scenario()) == [ResponseCode.SUCCESS]
 
 
-class _Recorded:
-    """Enough of a transport for a Connection: what was written."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, _name: str) -> None:
-        return None
-
-
 def test_a_prepared_reply_writes_what_it_built_while_waiting_and_builds_others_when_told() -> None:
     """SUCCESS leaves as the frame ``prepare`` encoded (built once); another code is built
     when told; told before ``prepare`` (released at once), nothing is built twice; a oneway
@@ -156,8 +141,8 @@ def test_a_prepared_reply_writes_what_it_built_while_waiting_and_builds_others_w
     async def scenario() -> tuple[list[int], list[list[tuple[int, int, str]]]]:
         built: list[int] = []
 
-        def reply_for(code: int) -> tuple[PreparedReply, _Recorded]:
-            transport = _Recorded()
+        def reply_for(code: int) -> tuple[PreparedReply, RecordingTransport]:
+            transport = RecordingTransport()
             connection = Connection(Dispatcher("test"))
             connection.connection_made(transport)  # type: ignore[arg-type]
             request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"n": str(code)})
@@ -168,7 +153,7 @@ def test_a_prepared_reply_writes_what_it_built_while_waiting_and_builds_others_w
 
             return PreparedReply(connection, request, build), transport
 
-        def frames(transport: _Recorded) -> list[tuple[int, int, str]]:
+        def frames(transport: RecordingTransport) -> list[tuple[int, int, str]]:
             return [
                 (c.code, c.opaque, c.ext_fields["n"])
                 for w in transport.writes
@@ -200,7 +185,7 @@ def test_a_prepared_reply_writes_what_it_built_while_waiting_and_builds_others_w
 
 def test_a_prepared_reply_to_a_oneway_request_writes_nothing() -> None:
     async def scenario() -> list[bytes]:
-        transport = _Recorded()
+        transport = RecordingTransport()
         connection = Connection(Dispatcher("test"))
         connection.connection_made(transport)  # type: ignore[arg-type]
         request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {}, oneway=True)

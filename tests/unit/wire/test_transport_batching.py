@@ -5,7 +5,6 @@ the dispatcher leaves once per connection when the read is done."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
@@ -13,24 +12,7 @@ from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.frame import FrameReader, encode_frame
 from reconsume.wire.transport import Connection
 
-
-class _Transport:
-    """Records each write (enough of asyncio.Transport for a Connection)."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def close(self) -> None:
-        pass
+from .recording import RecordingTransport
 
 
 def _echo(request: RemotingCommand, _connection: Connection) -> RemotingCommand:
@@ -56,7 +38,7 @@ def test_requests_of_one_read_are_answered_in_one_write() -> None:
         dispatcher = Dispatcher("test")
         dispatcher.register(RequestCode.HEART_BEAT, _echo)
         dispatcher.register(RequestCode.QUERY_MESSAGE, _later)
-        transport = _Transport()
+        transport = RecordingTransport()
         connection = Connection(dispatcher)
         connection.connection_made(transport)  # type: ignore[arg-type]
         connection.data_received(
@@ -84,7 +66,7 @@ def test_a_guard_that_fails_answers_system_error_and_the_connection_goes_on() ->
         dispatcher = Dispatcher("test")
         dispatcher.register(RequestCode.HEART_BEAT, _echo)
         dispatcher.guard = guard
-        transport = _Transport()
+        transport = RecordingTransport()
         connection = Connection(dispatcher)
         connection.connection_made(transport)  # type: ignore[arg-type]
         connection.data_received(_request(RequestCode.HEART_BEAT, 1))
@@ -121,7 +103,7 @@ def test_work_put_off_until_a_read_is_done_runs_once_after_all_its_requests() ->
 
         dispatcher.register(RequestCode.HEART_BEAT, handle)
         connection = Connection(dispatcher)
-        connection.connection_made(_Transport())  # type: ignore[arg-type]
+        connection.connection_made(RecordingTransport())  # type: ignore[arg-type]
         connection.data_received(
             _request(RequestCode.HEART_BEAT, 1) + _request(RequestCode.HEART_BEAT, 2)
         )
@@ -146,7 +128,7 @@ def test_answers_a_read_releases_on_other_connections_leave_in_one_write_each() 
         dispatcher = Dispatcher("test")
         waiting: list[tuple[Connection, RemotingCommand]] = []
         order: list[str] = []
-        replica_transport = _Transport()
+        replica_transport = RecordingTransport()
 
         def hold(request: RemotingCommand, connection: Connection) -> None:
             waiting.append((connection, request))
@@ -160,7 +142,7 @@ def test_answers_a_read_releases_on_other_connections_leave_in_one_write_each() 
 
         dispatcher.register(RequestCode.SEND_MESSAGE, hold)
         dispatcher.register(RequestCode.REPLICATE_LOG, release)
-        producers = [_Transport(), _Transport()]
+        producers = [RecordingTransport(), RecordingTransport()]
         connections = [Connection(dispatcher) for _ in producers]
         for connection, transport in zip(connections, producers, strict=True):
             connection.connection_made(transport)  # type: ignore[arg-type]
@@ -204,7 +186,7 @@ def test_a_read_of_several_requests_puts_work_off_to_its_end_and_uncork_writes_e
     async def scenario() -> tuple[list[str], list[list[list[str]]]]:
         dispatcher = Dispatcher("test")
         events: list[str] = []
-        other = _Transport()
+        other = RecordingTransport()
         target = Connection(dispatcher)
         target.connection_made(other)  # type: ignore[arg-type]
         seen: list[list[list[str]]] = []
@@ -223,7 +205,7 @@ def test_a_read_of_several_requests_puts_work_off_to_its_end_and_uncork_writes_e
 
         dispatcher.register(RequestCode.HEART_BEAT, handle)
         connection = Connection(dispatcher)
-        connection.connection_made(_Transport())  # type: ignore[arg-type]
+        connection.connection_made(RecordingTransport())  # type: ignore[arg-type]
         connection.data_received(
             _request(RequestCode.HEART_BEAT, 1) + _request(RequestCode.HEART_BEAT, 2)
         )
