@@ -168,7 +168,7 @@ class PreparedReply:
     """The answer to a request waiting to count as stored (an :data:`Answer`): the SUCCESS
     answer built and encoded by :meth:`prepare` while it waits, so the release that tells
     SUCCESS only writes it; any other code, or an answer its connection does not take as a
-    frame (:meth:`Connection.encode_reply` None), is built when told and sent by
+    frame (:attr:`Connection.answers_as_frames`), is built when told and sent by
     :meth:`Connection.reply`."""
 
     __slots__ = ("_build", "_connection", "_frame", "_on_told", "_request", "_told")
@@ -189,11 +189,11 @@ class PreparedReply:
         self._told = False
 
     def prepare(self) -> None:
-        """Build the SUCCESS answer now, unless the code was told already."""
-        if not self._told:
-            self._frame = self._connection.encode_reply(
-                self._request, self._build(ResponseCode.SUCCESS)
-            )
+        """Build the SUCCESS answer now, unless the code was told already, the request is
+        oneway (no answer) or its connection takes answers as commands."""
+        connection, request = self._connection, self._request
+        if not self._told and connection.answers_as_frames and not request.is_oneway:
+            self._frame = connection.encode_reply(request, self._build(ResponseCode.SUCCESS))
 
     def __call__(self, code: int) -> None:
         self._told = True

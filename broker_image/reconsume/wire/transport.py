@@ -46,6 +46,10 @@ Signer = Callable[[RemotingCommand], None]
 class Connection(asyncio.Protocol):
     """One TCP connection speaking remoting frames."""
 
+    answers_as_frames = True
+    """Whether an answer may be encoded ahead and written later (:meth:`encode_reply`); a
+    connection inside the server that takes answers in as commands says no."""
+
     def __init__(
         self,
         dispatcher: Dispatcher,
@@ -195,14 +199,11 @@ class Connection(asyncio.Protocol):
             return
         self.send(response)
 
-    def encode_reply(self, request: RemotingCommand, response: RemotingCommand) -> bytes | None:
+    def encode_reply(self, request: RemotingCommand, response: RemotingCommand) -> bytes:
         """``response`` encoded as the answer to ``request``, for :meth:`send_encoded` later:
         an answer built while its request waits (for an fsync, for replicas) only has to be
-        written when it is released. None: nothing to write later — a oneway request gets no
-        answer, and a connection that takes answers in as commands (the gRPC service's) is
-        answered through :meth:`reply` when the request is released."""
-        if request.is_oneway:
-            return None
+        written when it is released. For a connection that :attr:`answers_as_frames` and a
+        request that is not oneway."""
         _answering(request, response)
         return encode_frame(response)
 

@@ -34,6 +34,8 @@ class Replies:
     """The methods of a connection a send-back answers through: at once, or from a frame
     encoded while it waited."""
 
+    answers_as_frames = True
+
     def __init__(self) -> None:
         self.answers: list[RemotingCommand] = []
 

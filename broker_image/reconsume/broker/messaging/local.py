@@ -45,6 +45,10 @@ class _NoSocket:
 class LocalConnection(Connection):
     """A gRPC client's way into the broker's handlers; any number of its calls at once."""
 
+    answers_as_frames = False
+    """Answers are taken in as commands (:meth:`send`): a waiting write's answer is built when
+    it is released, not encoded ahead."""
+
     def __init__(self, dispatcher: Dispatcher, peer: tuple[str, int]) -> None:
         super().__init__(dispatcher)
         self._answers: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -56,11 +60,6 @@ class LocalConnection(Connection):
         future = self._answers.pop(command.opaque, None)
         if future is not None and not future.done():
             future.set_result(command)
-
-    def encode_reply(self, request: RemotingCommand, response: RemotingCommand) -> bytes | None:
-        """Nothing: answers are taken in as commands (:meth:`send`), not frames, so a waiting
-        write's answer is built when it is released."""
-        return None
 
     async def request(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """The broker's answer to ``request``, whose access the gRPC service checked (its
