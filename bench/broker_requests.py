@@ -35,11 +35,11 @@ from typing import Any
 
 from bench.common import BENCH_DIR, DEFAULT_OUT, body_of, data_dir, median
 from reconsume.broker.context import BrokerContext
+from reconsume.broker.handlers import guarded
 from reconsume.broker.pull import PullProcessor
 from reconsume.broker.replicas import ReplicaSet
 from reconsume.broker.replication import ReplicationProcessor
 from reconsume.broker.send import SendProcessor
-from reconsume.broker.server import guarded
 from reconsume.broker.settings import BrokerSettings
 from reconsume.message import properties as props
 from reconsume.message.address import HostAddress

@@ -21,7 +21,7 @@ from reconsume.message.model import Message
 from reconsume.message.names import dead_letter_job_group, dead_letter_topic
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import RemotingClient
+from reconsume.wire.endpoints import RemotingClient
 
 from ..polling import eventually_async
 from .cluster import start_broker

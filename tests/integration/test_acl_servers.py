@@ -34,9 +34,9 @@ from reconsume.wire.broker_headers import (
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.credential_files import CredentialFiles
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.errors import NoPermissionError
 from reconsume.wire.signing import ACCESS_KEY_ENV, SECRET_KEY_ENV, Credentials
-from reconsume.wire.transport import RemotingClient
 
 from ..acl_requests import ADMIN, DECISIONS, SIGNATURE_ONLY, command
 from ..polling import eventually, eventually_async

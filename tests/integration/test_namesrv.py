@@ -12,13 +12,13 @@ import pytest
 
 from reconsume.wire.codes import RequestCode, ResponseCode, SerializeType
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.frame import encode_frame
 from reconsume.wire.headers import (
     GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
 )
-from reconsume.wire.transport import RemotingClient
 
 from .processes import MALFORMED_FRAMES, RECONSUME, ServerProcess, raw_exchange, start_server
 from .wire_client import eventually

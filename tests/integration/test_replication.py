@@ -24,7 +24,7 @@ from reconsume.message.model import Message
 from reconsume.store import MessageStore
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import RemotingClient
+from reconsume.wire.endpoints import RemotingClient
 
 from ..polling import eventually, eventually_async
 from ..unit.store._helpers import check_consistency

@@ -24,6 +24,7 @@ from reconsume.errors import RemotingConnectError
 from reconsume.message.model import Message
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.tls import (
     TLS_CA_FILE_ENV,
     TLS_CERT_FILE_ENV,
@@ -31,7 +32,6 @@ from reconsume.wire.tls import (
     TLS_KEY_FILE_ENV,
     client_context,
 )
-from reconsume.wire.transport import RemotingClient
 
 from ..polling import eventually, eventually_async
 from ..scratch import module_dir

@@ -34,8 +34,9 @@ from reconsume.wire.broker_headers import (
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.headers import GetRouteInfoRequestHeader
-from reconsume.wire.transport import Connection, RemotingClient
+from reconsume.wire.transport import Connection
 
 from ..polling import eventually_async
 

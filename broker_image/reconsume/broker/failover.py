@@ -27,7 +27,7 @@ from reconsume.engine.delays import DelayLevels
 from reconsume.errors import StoreError
 from reconsume.store import MessageStore
 from reconsume.wire.dispatcher import Handler
-from reconsume.wire.transport import RemotingServer
+from reconsume.wire.endpoints import RemotingServer
 
 log = logging.getLogger(__name__)
 

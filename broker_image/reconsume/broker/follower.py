@@ -3,7 +3,8 @@
 Each connection starts with a handshake (:mod:`reconsume.broker.replication`): the log is cut
 back to where it agrees with the master's, or started over at the master's first offset when
 they share no epoch or the master no longer holds where it ends; the master's epoch history is
-adopted. Then ``REPLICATE_LOG`` requests follow each other: each asks for the log after what
+adopted. Then ``REPLICATE_LOG`` requests follow each other
+(:class:`~reconsume.broker.replica_exchange.Exchange`): each asks for the log after what
 the replica holds and acknowledges what it has stored (durably under Sync flush, so a Sync
 write counts as stored only once it is on this replica's disk). Topic and group configs,
 consumer and schedule offsets and the timer's progress are fetched whenever the master's
@@ -21,32 +22,29 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconsume.broker.replica_exchange import REQUEST_TIMEOUT_S, Exchange, succeeded
 from reconsume.broker.replication import configs_version, parse_history
 from reconsume.engine.delivery import next_backoff
 from reconsume.engine.timer_progress import progress_path
 from reconsume.errors import (
     InvalidArgumentError,
     RemotingError,
-    RemotingTimeoutError,
     ReplicationError,
     StoreError,
 )
 from reconsume.message.configs import SubscriptionGroupConfig, TopicConfig
-from reconsume.store import FlushMode, MessageStore
+from reconsume.store import MessageStore
 from reconsume.store.atomic import write_json
 from reconsume.store.replication import Appended
-from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import Connection, RemotingClient, Signer
+from reconsume.wire.endpoints import RemotingClient, Signer
 
 log = logging.getLogger(__name__)
-
-REQUEST_TIMEOUT_S = 5.0
-"""Beyond the master's hold time: an answer later than this means the master is stuck."""
 
 
 @dataclass(slots=True)
@@ -120,12 +118,13 @@ class Follower:
 
     # ------------------------------------------------------------------ one connection
     async def _invoke(self, address: str, request: RemotingCommand) -> RemotingCommand:
-        return _succeeded(address, await self._client.invoke(address, request, REQUEST_TIMEOUT_S))
+        response = await self._client.invoke(address, request, REQUEST_TIMEOUT_S)
+        return succeeded(address, response)
 
     async def _follow(self, address: str) -> None:
         await self._handshake(address)
         connection = await self._client.connection(address)
-        exchange = _Exchange(self, connection, address)
+        exchange = Exchange(self, connection, address)
         self.state.connected = True
         try:
             exchange.ask(self.store.replica.restart_stream())
@@ -216,163 +215,6 @@ class Follower:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ReplicationError(f"master {address}: metadata does not decode ({exc})") from exc
         self._metadata_version = str(document.get("version"))
-
-
-class _Exchange:
-    """The REPLICATE_LOG requests of one connection to the master, each answer handled as the
-    transport reads it (the connection's waiter for every request): the next request — the
-    acknowledgement a Sync write on the master waits for — leaves as soon as the records are
-    in this log, with no task woken in between and no timer per request. A metadata fetch and
-    a Sync flush's wait for the disk run in a task of their own meanwhile.
-
-    :attr:`ended` fails with whatever ends the exchange: an answer that does not continue
-    this log, an error answer, the connection lost, no answer within ``REQUEST_TIMEOUT_S``."""
-
-    def __init__(self, follower: Follower, connection: Connection, address: str) -> None:
-        self._follower = follower
-        self._connection = connection
-        self._address = address
-        self._store = follower.store
-        self._sync_flush = follower.store.settings.flush_mode is FlushMode.SYNC
-        self._loop = asyncio.get_running_loop()
-        self.ended: asyncio.Future[None] = self._loop.create_future()
-        self._offset = 0
-        """Where the log asked for starts (this log's end, a partial record included)."""
-        self._asked_at: float | None = None
-        """When the request waiting for its answer left (None: none waits)."""
-        self._watchdog = self._loop.call_later(REQUEST_TIMEOUT_S, self._check)
-        self._aside: asyncio.Task[None] | None = None
-        """A metadata fetch running beside the requests."""
-        self._durable: asyncio.Task[None] | None = None
-        """Under Sync flush: the wait for the disk before the next request."""
-
-    def ask(self, offset: int) -> None:
-        """Ask for the log after ``offset``, acknowledging what this log holds."""
-        self._offset = offset
-        follower = self._follower
-        request = RemotingCommand.request(
-            RequestCode.REPLICATE_LOG,
-            {
-                "replicaId": follower.replica_id,
-                "offset": str(offset),
-                "ackOffset": str(self._store.commitlog.write_offset),
-                "maxBytes": str(follower.max_bytes),
-            },
-        )
-        signer = follower.signer
-        if signer is not None:
-            signer(request)
-        self._asked_at = self._loop.time()
-        self._connection.expect(request, self)
-
-    def close(self) -> None:
-        self._watchdog.cancel()
-        for task in (self._aside, self._durable):
-            if task is not None:
-                task.cancel()
-        if not self.ended.done():
-            self.ended.cancel()
-
-    # -------------------------------------------------------- the connection's waiter
-    def done(self) -> bool:
-        return self.ended.done()
-
-    def set_result(self, response: RemotingCommand, /) -> None:
-        try:
-            self._answered(response)
-        except Exception as exc:  # noqa: BLE001 - whatever it is ends this exchange
-            self._end(exc)
-
-    def set_exception(self, exception: BaseException, /) -> None:
-        self._end(exception)
-
-    # ------------------------------------------------------------------ answers
-    def _answered(self, response: RemotingCommand) -> None:
-        self._asked_at = None
-        follower, store, address = self._follower, self._store, self._address
-        state = follower.state
-        ext = _succeeded(address, response).ext_fields
-        offset = self._offset
-        if _number(ext, "offset", -1) != offset:
-            raise ReplicationError(f"master answered for offset {ext.get('offset')}")
-        epoch = _number(ext, "epoch", 0)
-        if epoch < state.master_epoch:
-            raise ReplicationError(
-                f"master {address} is in epoch {epoch}; this replica has seen {state.master_epoch}"
-            )
-        state.master_end = _number(ext, "maxOffset", 0)
-        body = response.body
-        if not body:
-            self.ask(offset)
-        elif self._sync_flush:
-            appended = store.replica.apply(offset, body)
-            follower.on_appended(appended)
-            # acknowledge only what is on disk: a Sync write counts on it
-            self._durable = self._beside(self._when_durable(store.replica.received_offset))
-        else:
-            appended = store.replica.apply(offset, body, written=self._acknowledge)
-            follower.on_appended(appended)
-        limit = _number(ext, "readLimit", -1)
-        follower.on_read_limit(None if limit < 0 else limit)
-        if self._aside is None and follower.wants_metadata(ext.get("metadataVersion")):
-            self._aside = self._beside(self._fetch_metadata())
-
-    def _acknowledge(self) -> None:
-        self.ask(self._store.replica.received_offset)
-
-    async def _when_durable(self, offset: int) -> None:
-        store = self._store
-        await asyncio.wrap_future(store.durable(store.commitlog.write_offset))
-        self._durable = None
-        self.ask(offset)
-
-    async def _fetch_metadata(self) -> None:
-        await self._follower.fetch_metadata(self._address)
-        self._aside = None
-
-    def _beside(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = self._loop.create_task(work)
-        task.add_done_callback(self._finished)
-        return task
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            self._end(exc)
-
-    def _check(self) -> None:
-        asked_at = self._asked_at
-        now = self._loop.time()
-        if asked_at is not None and now - asked_at >= REQUEST_TIMEOUT_S:
-            self._end(
-                RemotingTimeoutError(
-                    f"REPLICATE_LOG to {self._address}: no response within {REQUEST_TIMEOUT_S:g}s"
-                )
-            )
-            return
-        due = REQUEST_TIMEOUT_S if asked_at is None else asked_at + REQUEST_TIMEOUT_S - now
-        self._watchdog = self._loop.call_later(due, self._check)
-
-    def _end(self, exception: BaseException) -> None:
-        if not self.ended.done():
-            self.ended.set_exception(exception)
-
-
-def _succeeded(address: str, response: RemotingCommand) -> RemotingCommand:
-    if response.code != ResponseCode.SUCCESS:
-        raise ReplicationError(f"master {address} answered {response.code}: {response.remark}")
-    return response
-
-
-def _number(fields: Mapping[str, str], name: str, default: int) -> int:
-    """A numeric field of a master's answer (``default`` when absent); a garbled one ends this
-    connection with a ReplicationError, as any bad answer does, instead of the follower."""
-    value = fields.get(name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ReplicationError(f"master answered {name}={value!r}, not a number") from None
 
 
 def apply_metadata(store: MessageStore, document: Mapping[str, Any]) -> None:

@@ -28,12 +28,12 @@ from reconsume.errors import RemotingError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.headers import (
     EPOCH_FIELD,
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
 )
-from reconsume.wire.transport import RemotingClient
 
 log = logging.getLogger(__name__)
 

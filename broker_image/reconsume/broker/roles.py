@@ -42,7 +42,8 @@ from reconsume.store.replication import Appended
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Handler
-from reconsume.wire.transport import Connection, RemotingServer
+from reconsume.wire.endpoints import RemotingServer
+from reconsume.wire.transport import Connection
 
 log = logging.getLogger(__name__)
 

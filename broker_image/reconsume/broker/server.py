@@ -1,7 +1,8 @@
 """The broker: a remoting server over one message store, registered with the name servers.
 
-Request handlers live in their own modules (send, send-back, pull, offsets, clients, admin);
-this module wires them to request codes, starts and stops the parts in order, serves the HTTP
+Request handlers live in their own modules (send, send-back, pull, offsets, clients, admin),
+wired to request codes by :mod:`reconsume.broker.handlers`; this module registers them, starts
+and stops the parts in order, serves the HTTP
 endpoint (``/metrics``, ``/healthz``, ``/readyz``) and runs the housekeeping RocketMQ's
 ``ClientHousekeepingService`` does (closing clients silent for two minutes).
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -27,37 +27,28 @@ from prometheus_client.exposition import choose_encoder
 
 from reconsume.access.guard import AclGuard
 from reconsume.broker import health
-from reconsume.broker.acked_offsets import AckedOffsetsProcessor
 from reconsume.broker.acl_resources import BROKER_RULES
-from reconsume.broker.admin import AdminProcessor
-from reconsume.broker.admin_stats import AdminStatsProcessor
-from reconsume.broker.clients import ClientProcessor
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.failover import RoleKeeper
+from reconsume.broker.handlers import base_handlers, guarded
 from reconsume.broker.http_endpoint import HttpEndpoint, Request, Response, text
 from reconsume.broker.messaging.routes import Routes
 from reconsume.broker.messaging.service import MessagingService
 from reconsume.broker.metrics import broker_registry
-from reconsume.broker.offsets import OffsetProcessor
-from reconsume.broker.pull import PullProcessor
 from reconsume.broker.registration import Registrar
 from reconsume.broker.roles import Role
-from reconsume.broker.runtime_info import BrokerInfoProcessor, Throughput
-from reconsume.broker.send import SendProcessor
-from reconsume.broker.send_back import SendBackProcessor
+from reconsume.broker.runtime_info import Throughput
 from reconsume.broker.settings import BrokerSettings
 from reconsume.engine.delays import DelayLevels
 from reconsume.engine.scheduled import schedule_tags_code
 from reconsume.engine.timer_message import timer_tags_code
-from reconsume.errors import InvalidArgumentError, ReconsumeError
+from reconsume.errors import ReconsumeError
 from reconsume.message.address import HostAddress
 from reconsume.store import MessageStore
-from reconsume.wire.codes import RequestCode, ResponseCode
-from reconsume.wire.command import RemotingCommand
-from reconsume.wire.dispatcher import Dispatcher, Handler, HandlerResult
+from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.endpoints import RemotingClient, RemotingServer
 from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls_server import TlsListener
-from reconsume.wire.transport import Connection, RemotingClient, RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -65,40 +56,6 @@ CLIENT_MAX_IDLE_S = 120.0
 """A client connection without a heartbeat for this long is closed (RocketMQ's
 ``channelExpiredTimeout``)."""
 HOUSEKEEPING_INTERVAL_S = 10.0
-
-
-def _bad_request(request: RemotingCommand, exc: InvalidArgumentError) -> RemotingCommand:
-    log.info("%s refused: %s", request.describe(), exc)
-    return request.respond(ResponseCode.SYSTEM_ERROR, str(exc))
-
-
-def guarded(handler: Handler) -> Handler:
-    """Answer a request the handler rejects as invalid (a missing header field, a bad body)
-    with SYSTEM_ERROR and the reason, as RocketMQ answers a ``RemotingCommandException``,
-    without logging a traceback; other failures reach the transport's SYSTEM_ERROR path."""
-
-    async def finish(request: RemotingCommand, pending: Awaitable[HandlerResult]) -> HandlerResult:
-        try:
-            return await pending
-        except InvalidArgumentError as exc:
-            return _bad_request(request, exc)
-
-    def run(
-        request: RemotingCommand, connection: Connection
-    ) -> HandlerResult | Awaitable[HandlerResult]:
-        try:
-            result = handler(request, connection)
-        except InvalidArgumentError as exc:
-            return _bad_request(request, exc)
-        if (
-            result is not None
-            and not isinstance(result, RemotingCommand)
-            and inspect.isawaitable(result)
-        ):
-            return finish(request, result)
-        return result
-
-    return run
 
 
 class Broker:
@@ -263,12 +220,16 @@ class Broker:
         )
         context.flush_answers.as_read = self.dispatcher.as_read
         context.replica_answers.as_read = self.dispatcher.as_read
+        self._throughput = throughput = Throughput(context.stats, time.monotonic())
+        handlers = base_handlers(
+            context, throughput, self._acl_digest, lambda: self.grpc_address or None
+        )
         roles = self._roles = RoleKeeper(
             context,
             settings,
             delays,
             self.server,
-            self._base_handlers(context),
+            handlers,
             lambda code, handler: self.dispatcher.register(code, guarded(handler)),
             registrar,
         )
@@ -327,54 +288,6 @@ class Broker:
             },
             "dataVersion": context.topic_data_version(),
         }
-
-    def _base_handlers(self, context: BrokerContext) -> dict[int, Handler]:
-        """Every broker's handlers; a role adds its own or replaces some (:class:`RoleKeeper`)."""
-        send = SendProcessor(context)
-        send_back = SendBackProcessor(context)
-        pull = PullProcessor(context)
-        offsets = OffsetProcessor(context)
-        acked = AckedOffsetsProcessor(context)
-        clients = ClientProcessor(context)
-        admin = AdminProcessor(context)
-        self._throughput = throughput = Throughput(context.stats, time.monotonic())
-        admin_stats = AdminStatsProcessor(context, throughput)
-        info = BrokerInfoProcessor(
-            context, throughput, self._acl_digest, lambda: self.grpc_address or None
-        )
-        handlers: dict[int, Handler] = {
-            RequestCode.SEND_MESSAGE: send.send,
-            RequestCode.SEND_MESSAGE_V2: send.send,
-            RequestCode.SEND_BATCH_MESSAGE: send.send,
-            RequestCode.CONSUMER_SEND_MSG_BACK: send_back.send_back,
-            RequestCode.PULL_MESSAGE: pull.pull,
-            RequestCode.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
-            RequestCode.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
-            RequestCode.ACK_QUEUE_OFFSETS: acked.ack,
-            RequestCode.QUERY_ACKED_OFFSETS: acked.query,
-            RequestCode.GET_MAX_OFFSET: offsets.max_offset,
-            RequestCode.GET_MIN_OFFSET: offsets.min_offset,
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search_offset,
-            RequestCode.GET_EARLIEST_MSG_STORETIME: offsets.earliest_store_time,
-            RequestCode.HEART_BEAT: clients.heartbeat,
-            RequestCode.UNREGISTER_CLIENT: clients.unregister,
-            RequestCode.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
-            RequestCode.LOCK_BATCH_MQ: clients.lock_batch,
-            RequestCode.UNLOCK_BATCH_MQ: clients.unlock_batch,
-            RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
-            RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
-            RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topics,
-            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.create_group,
-            RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_group,
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_groups,
-            RequestCode.VIEW_MESSAGE_BY_ID: admin.view_message,
-            RequestCode.GET_CONSUME_STATS: admin_stats.consume_stats,
-            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: admin_stats.consumed_by,
-            RequestCode.GET_CONSUMER_CONNECTION_LIST: admin_stats.connections,
-            RequestCode.GET_BROKER_RUNTIME_INFO: info.runtime_info,
-            RequestCode.GET_BROKER_CONFIG: info.broker_config,
-        }
-        return handlers
 
     async def _housekeep(self) -> None:
         while True:

@@ -41,10 +41,10 @@ from reconsume.wire.broker_headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.headers import DeleteTopicFromNamesrvRequestHeader
 from reconsume.wire.signing import Signing, signer_or_environment
 from reconsume.wire.tls import tls_or_environment
-from reconsume.wire.transport import RemotingClient
 
 
 @dataclass(frozen=True, slots=True)

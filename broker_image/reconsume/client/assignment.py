@@ -26,7 +26,7 @@ from reconsume.client.subscription import Subscription
 from reconsume.errors import RemotingError
 from reconsume.message.model import StoredMessage
 from reconsume.message.names import is_retry_topic
-from reconsume.wire.transport import RemotingClient
+from reconsume.wire.endpoints import RemotingClient
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from reconsume.errors import (
 from reconsume.message.names import DEFAULT_TOPIC
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.errors import raise_for_response
 from reconsume.wire.headers import GetRouteInfoRequestHeader
-from reconsume.wire.transport import RemotingClient
 
 
 class TopicNotFoundError(ResponseError):

@@ -26,8 +26,8 @@ from reconsume.wire.broker_headers import (
 )
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.errors import raise_for_response
-from reconsume.wire.transport import RemotingClient
 
 log = logging.getLogger(__name__)
 

@@ -38,10 +38,10 @@ from reconsume.message.names import (
 from reconsume.wire.broker_headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.errors import raise_for_response
 from reconsume.wire.signing import Signing, signer_or_environment
 from reconsume.wire.tls import tls_or_environment
-from reconsume.wire.transport import RemotingClient
 
 _LOOPBACK_IP = b"\x7f\x00\x00\x01"
 

@@ -24,7 +24,7 @@ from reconsume.message.model import StoredMessage
 from reconsume.wire.broker_headers import PullMessageRequestHeader, PullMessageResponseHeader
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
-from reconsume.wire.transport import RemotingClient
+from reconsume.wire.endpoints import RemotingClient
 
 log = logging.getLogger(__name__)
 

@@ -55,9 +55,10 @@ from reconsume.message.names import retry_topic, validate_group, validate_topic
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.signing import Signing, signer_or_environment
 from reconsume.wire.tls import tls_or_environment
-from reconsume.wire.transport import Connection, RemotingClient
+from reconsume.wire.transport import Connection
 
 log = logging.getLogger(__name__)
 

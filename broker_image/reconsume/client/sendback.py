@@ -25,8 +25,8 @@ from reconsume.message.names import retry_topic
 from reconsume.wire.broker_headers import ConsumerSendMsgBackRequestHeader
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.errors import raise_for_response
-from reconsume.wire.transport import RemotingClient
 
 log = logging.getLogger(__name__)
 

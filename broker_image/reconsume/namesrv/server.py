@@ -18,6 +18,7 @@ from reconsume.wire import fastjson
 from reconsume.wire.codes import VERSION_4_9_4, RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.endpoints import RemotingServer
 from reconsume.wire.headers import (
     EPOCH_FIELD,
     DeleteTopicFromNamesrvRequestHeader,
@@ -29,7 +30,7 @@ from reconsume.wire.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
-from reconsume.wire.transport import Connection, RemotingServer
+from reconsume.wire.transport import Connection
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from reconsume.message.names import dead_letter_topic, validate_group, validate_
 from reconsume.message.offset_ranges import Range, merge
 from reconsume.spark.columns import Columns
 from reconsume.spark.offsets import EARLIEST, LATEST, QueueKey, QueueRange, TopicOffsets
-from reconsume.wire.transport import RemotingClient
+from reconsume.wire.endpoints import RemotingClient
 
 DEFAULT_GROUP = "reconsume-spark"
 DEFAULT_PULL_BATCH = 256

@@ -30,7 +30,7 @@ from reconsume.errors import InvalidArgumentError
 from reconsume.spark import ledger
 from reconsume.spark.offsets import QueueKey
 from reconsume.spark.outgoing import Outgoing, encode_batch_rows
-from reconsume.wire.transport import RemotingClient
+from reconsume.wire.endpoints import RemotingClient
 
 BATCH_BYTES = 1024 * 1024
 """Most bytes of messages one send request carries (a message alone may carry more, up to the

@@ -125,7 +125,7 @@ class CredentialFiles:
         return self.credentials
 
     def sign(self, request: RemotingCommand) -> None:
-        """Sign ``request`` in place (a :data:`reconsume.wire.transport.Signer`)."""
+        """Sign ``request`` in place (a :data:`reconsume.wire.endpoints.Signer`)."""
         self.current().sign(request)
 
 

@@ -133,7 +133,7 @@ class Credentials:
     security_token: str | None = field(default=None, repr=False)
 
     def sign(self, request: RemotingCommand) -> None:
-        """Sign ``request`` in place (a :data:`reconsume.wire.transport.Signer`)."""
+        """Sign ``request`` in place (a :data:`reconsume.wire.endpoints.Signer`)."""
         sign(request, self.access_key, self.secret_key, self.security_token)
 
     @classmethod

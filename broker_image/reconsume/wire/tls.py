@@ -7,7 +7,7 @@ which is 0 for any frame a server accepts) and ``enforcing`` (a plaintext connec
 closed). Client certificates are checked against a CA file when asked for (``optional``:
 verified when one is sent; ``required``: a client without one is refused).
 
-Clients (:class:`~reconsume.wire.transport.RemotingClient`) take an :class:`ssl.SSLContext`,
+Clients (:class:`~reconsume.wire.endpoints.RemotingClient`) take an :class:`ssl.SSLContext`,
 or build one from the environment: ``RECONSUME_TLS=true``, with ``RECONSUME_TLS_CA_FILE``
 (the CA that signed the servers' certificates; else the system's trust store) and
 ``RECONSUME_TLS_CERT_FILE``/``RECONSUME_TLS_KEY_FILE`` (a client certificate). Server
@@ -244,7 +244,7 @@ def tls_from_environment(environ: Mapping[str, str] | None = None) -> ssl.SSLCon
 
 
 ClientTls = ssl.SSLContext | Literal["environment"] | None
-"""A :class:`~reconsume.wire.transport.RemotingClient`'s ``tls``: a context, None for
+"""A :class:`~reconsume.wire.endpoints.RemotingClient`'s ``tls``: a context, None for
 plaintext, or ``"environment"`` for :func:`tls_from_environment`."""
 
 

@@ -19,8 +19,9 @@ from reconsume.broker.acl_resources import (
     required,
 )
 from reconsume.broker.context import BrokerContext
+from reconsume.broker.handlers import base_handlers
 from reconsume.broker.roles import MasterRole, ReplicaRole
-from reconsume.broker.server import Broker
+from reconsume.broker.runtime_info import Throughput
 from reconsume.broker.settings import BrokerSettings
 from reconsume.engine.delays import DelayLevels
 from reconsume.errors import InvalidArgumentError
@@ -66,7 +67,8 @@ def served_codes(tmp_path_factory: pytest.TempPathFactory) -> set[int]:
     )  # fmt: skip
     with MessageStore(directory, store_settings, store_host=HOST, background=False) as store:
         context = BrokerContext(settings, store, HOST, lambda: None)
-        codes = set(Broker(settings)._base_handlers(context))
+        throughput = Throughput(context.stats, 0.0)
+        codes = set(base_handlers(context, throughput, lambda: None, lambda: None))
         codes |= set(MasterRole(context, settings, DelayLevels.parse("1s 5s")).handlers())
         codes |= set(ReplicaRole(context, "broker-x-1", None).handlers())
     return codes

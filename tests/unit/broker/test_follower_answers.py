@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from reconsume.broker.follower import _number
+from reconsume.broker.replica_exchange import field_number
 from reconsume.errors import ReplicationError
 
 
 def test_numbers_of_an_answer_are_read_or_refused() -> None:
-    assert _number({"epoch": "7"}, "epoch", 0) == 7
-    assert _number({}, "readLimit", -1) == -1
+    assert field_number({"epoch": "7"}, "epoch", 0) == 7
+    assert field_number({}, "readLimit", -1) == -1
     with pytest.raises(ReplicationError, match="readLimit='12x', not a number"):
-        _number({"readLimit": "12x"}, "readLimit", -1)
+        field_number({"readLimit": "12x"}, "readLimit", -1)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reconsume.broker import follower as follower_module
+from reconsume.broker import replica_exchange
 from reconsume.broker.follower import Follower
 from reconsume.errors import RemotingTimeoutError, ReplicationError
 from reconsume.store import MessageStore, StoreSettings
@@ -21,7 +21,8 @@ from reconsume.store.requests import PutRequest
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
-from reconsume.wire.transport import Connection, RemotingClient, RemotingServer
+from reconsume.wire.endpoints import RemotingClient, RemotingServer
+from reconsume.wire.transport import Connection
 
 SETTINGS = StoreSettings(
     commit_log_segment_bytes=1 << 20, max_message_bytes=4096, preallocate=False
@@ -80,7 +81,7 @@ def follower_of(replica: MessageStore, address: str) -> Follower:
 def test_a_silent_master_ends_the_exchange_by_the_watchdog_after_the_log_is_applied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(follower_module, "REQUEST_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(replica_exchange, "REQUEST_TIMEOUT_S", 0.3)
 
     async def scenario() -> None:
         async with master(tmp_path / "master", the_log) as (address, acks):

@@ -16,7 +16,8 @@ from reconsume.broker.registration import Registrar
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
-from reconsume.wire.transport import Connection, RemotingServer
+from reconsume.wire.endpoints import RemotingServer
+from reconsume.wire.transport import Connection
 
 
 class SlowNameServer:

@@ -9,7 +9,7 @@ from reconsume.client.namesrv import RouteCache
 from reconsume.client.producer import Producer
 from reconsume.client.sendback import SendBack
 from reconsume.message import properties as props
-from reconsume.wire.transport import RemotingClient
+from reconsume.wire.endpoints import RemotingClient
 from tests.unit.client._helpers import stored
 
 NAME_SERVERS = ["127.0.0.1:9876"]

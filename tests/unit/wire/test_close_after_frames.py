@@ -26,9 +26,10 @@ import pytest
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.endpoints import RemotingServer
 from reconsume.wire.frame import encode_frame
 from reconsume.wire.tls import TlsMode, client_context
-from reconsume.wire.transport import Connection, RemotingServer
+from reconsume.wire.transport import Connection
 from tests.polling import eventually_async
 from tests.tls_certs import CertAuthority
 

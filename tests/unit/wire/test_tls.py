@@ -13,6 +13,7 @@ import pytest
 from reconsume.errors import InvalidArgumentError
 from reconsume.wire.codes import RequestCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.frame import MAX_FRAME_BYTES, encode_frame
 from reconsume.wire.tls import (
     TLS_CA_FILE_ENV,
@@ -29,7 +30,6 @@ from reconsume.wire.tls import (
     tls_from_environment,
     tls_or_environment,
 )
-from reconsume.wire.transport import RemotingClient
 from tests.tls_certs import CertAuthority, make_ca
 
 CLIENT_HELLO_START = bytes([TLS_HANDSHAKE, 0x03, 0x01, 0x02, 0x00])

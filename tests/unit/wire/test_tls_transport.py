@@ -23,8 +23,9 @@ from reconsume.errors import RemotingConnectError
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.endpoints import RemotingClient, RemotingServer
 from reconsume.wire.tls import ClientAuth, TlsMode, TlsServerConfig, client_context
-from reconsume.wire.transport import Connection, RemotingClient, RemotingServer
+from reconsume.wire.transport import Connection
 from tests.polling import eventually_async
 from tests.tls_certs import CertAuthority, make_ca
 

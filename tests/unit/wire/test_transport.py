@@ -20,8 +20,9 @@ from reconsume.errors import RemotingConnectError, RemotingError, RemotingTimeou
 from reconsume.wire.codes import RequestCode, ResponseCode, SerializeType
 from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
+from reconsume.wire.endpoints import RemotingClient, RemotingServer
 from reconsume.wire.frame import MAX_FRAME_BYTES, decode_frame, encode_frame
-from reconsume.wire.transport import Connection, RemotingClient, RemotingServer
+from reconsume.wire.transport import Connection
 from tests.polling import eventually_async
 from tests.unit.wire.test_frame_golden import frame_of
 

@@ -24,8 +24,8 @@ from reconsume.message.configs import TopicConfig, is_readable, is_writable
 from reconsume.wire import fastjson
 from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import RemotingCommand
+from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.headers import GetRouteInfoRequestHeader
-from reconsume.wire.transport import RemotingClient
 from reconsume.wire.v2 import definition_pb2 as pb
 
 log = logging.getLogger(__name__)
