@@ -13,7 +13,8 @@ import pytest
 
 from reconsume.broker.context import BrokerContext
 from reconsume.broker.messaging import pop
-from reconsume.broker.messaging.pop import Handle, PopEngine, Received
+from reconsume.broker.messaging.leases import Handle, Received
+from reconsume.broker.messaging.pop import PopEngine
 from reconsume.broker.messaging.status import Refused
 from reconsume.broker.settings import BrokerSettings
 from reconsume.message import properties as props

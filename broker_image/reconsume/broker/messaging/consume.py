@@ -18,8 +18,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from reconsume.broker.consume_types import pop_refusal
 from reconsume.broker.consumers import SUB_ALL
 from reconsume.broker.context import BrokerContext
+from reconsume.broker.messaging.leases import Handle, invisible_ms
 from reconsume.broker.messaging.messages import to_protocol
-from reconsume.broker.messaging.pop import Handle, PopEngine, invisible_ms
+from reconsume.broker.messaging.pop import PopEngine
 from reconsume.broker.messaging.status import Refused, status
 from reconsume.broker.messaging.times import timestamp
 from reconsume.errors import InvalidArgumentError

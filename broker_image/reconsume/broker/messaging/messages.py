@@ -15,7 +15,7 @@ import functools
 import hashlib
 import ipaddress
 
-from reconsume.broker.messaging.pop import Lease
+from reconsume.broker.messaging.leases import Lease
 from reconsume.broker.messaging.times import duration, timestamp
 from reconsume.message import properties as props
 from reconsume.message.address import HostAddress

@@ -6,6 +6,7 @@ them) and a :class:`CallContext`. The response of a unary call leaves as HEADERS
 trailers written in the same turn of the loop; a call that fails before its first message is
 answered "Trailers-Only". Statuses, percent-encoded messages, ``grpc-timeout`` and
 ``grpc-encoding`` (identity, gzip, deflate) as the gRPC over HTTP/2 specification has them.
+Which call a request stream opens is :mod:`reconsume.wire.h2.router`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import logging
 import zlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from reconsume.wire.h2.api import Abort, CallContext, Method, StatusCode
@@ -25,8 +26,6 @@ from reconsume.wire.h2.streams import Stream
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_METHOD = "unknown"
-"""The method label of a call to a path the server does not serve."""
 MAX_MESSAGE = 16 << 20
 """The largest request message taken (larger: RESOURCE_EXHAUSTED)."""
 MAX_UNREAD = 1024
@@ -37,7 +36,6 @@ bounds a client that streams faster than the server reads)."""
 
 RESPONSE_HEADERS = encode_headers([(":status", "200"), ("content-type", "application/grpc")])
 TRAILERS_OK = encode_headers([("grpc-status", "0")])
-_ENCODINGS = "identity,deflate,gzip"
 
 
 def percent_encode(text: str) -> str:
@@ -329,80 +327,3 @@ class Call:
         """A request that cannot be taken: answered now, whatever the behavior is doing."""
         self._cancel()
         self._finish(code, details)
-
-
-class Router:
-    """The :class:`~reconsume.wire.h2.connection.Application` of a gRPC server: each request
-    stream to its method's :class:`Call`."""
-
-    def __init__(self, methods: Mapping[str, Method], stats: TransportStats) -> None:
-        self.methods = dict(methods)
-        self._names = {path: path.rsplit("/", 1)[-1] for path in methods}
-        self.stats = stats
-
-    def open(self, stream: Stream, headers: list[Header], end_stream: bool) -> Any:
-        path = method = content_type = ""
-        encoding = timeout = ""
-        metadata: dict[str, str] = {}
-        for name, value in headers:
-            if name[0] == ":":
-                if name == ":path":
-                    path = value
-                elif name == ":method":
-                    method = value
-                continue
-            if name == "content-type":
-                content_type = value
-            elif name == "grpc-encoding":
-                encoding = value
-            elif name == "grpc-timeout":
-                timeout = value
-            metadata[name] = value
-        if method != "POST" or not content_type.startswith("application/grpc"):
-            stream.send_headers(encode_headers([(":status", "415")]), True)
-            return _Ignored()
-        context = CallContext(stream.connection.peer, metadata)
-        found = self.methods.get(path)
-        if found is None:
-            self.stats.calls[UNKNOWN_METHOD, StatusCode.UNIMPLEMENTED] += 1
-            stream.send_headers(
-                status_block(StatusCode.UNIMPLEMENTED, "Method not found!", True), True
-            )
-            return _Ignored()
-        decompress: Callable[[bytes], bytes] | None = None
-        if encoding and encoding != "identity":
-            if encoding == "gzip":
-                decompress = _gunzip
-            elif encoding == "deflate":
-                decompress = zlib.decompress
-            else:
-                self.stats.calls[self._names[path], StatusCode.UNIMPLEMENTED] += 1
-                block = status_block(
-                    StatusCode.UNIMPLEMENTED, f"grpc-encoding {encoding} is not supported", True
-                )
-                stream.send_headers(
-                    block + encode_headers([("grpc-accept-encoding", _ENCODINGS)]), True
-                )
-                return _Ignored()
-        call = Call(stream, found, context, decompress, self._names[path], self.stats)
-        if timeout and found.kind != "unary_now":
-            seconds = parse_timeout(timeout)
-            if seconds is not None:
-                call.set_deadline(seconds)
-        if end_stream:
-            call.data(b"", True)
-        return call
-
-
-def _gunzip(data: bytes) -> bytes:
-    return zlib.decompress(data, 31)
-
-
-class _Ignored:
-    """The handler of a stream already answered: what else arrives on it is dropped."""
-
-    def data(self, payload: bytes, end_stream: bool) -> None:
-        pass
-
-    def reset(self) -> None:
-        pass

@@ -13,7 +13,7 @@ from reconsume.errors import InvalidArgumentError
 from reconsume.wire.h2.api import Method
 from reconsume.wire.h2.connection import H2Connection
 from reconsume.wire.h2.frames import DEFAULT_LIMITS, Limits
-from reconsume.wire.h2.rpc import Router
+from reconsume.wire.h2.router import Router
 from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls import TlsMode, TlsServerConfig
 from reconsume.wire.tls_server import TlsListener
