@@ -2,9 +2,9 @@
 
 Request handlers live in their own modules (send, send-back, pull, offsets, clients, admin),
 wired to request codes by :mod:`reconsume.broker.handlers`; this module registers them, starts
-and stops the parts in order, serves the HTTP
-endpoint (``/metrics``, ``/healthz``, ``/readyz``) and runs the housekeeping RocketMQ's
-``ClientHousekeepingService`` does (closing clients silent for two minutes).
+and stops the parts in order, serves the HTTP endpoint (``/metrics``, ``/healthz``,
+``/readyz``) and runs the housekeeping RocketMQ's ``ClientHousekeepingService`` does (closing
+clients silent for two minutes).
 
 Start: HTTP endpoint, remoting port bound (not yet serving), store opened and recovered in a
 worker thread (so ``/healthz`` answers during a long recovery) with the schedule's and the
