@@ -14,11 +14,14 @@ times the client's side of a pull: decoding the records of a pull response
 (``reconsume.message.decode``), per record. A fourth is a SEND_BATCH_MESSAGE of 256 messages
 of 1 KiB with the properties a dead-letter job's re-send carries, per message.
 
-The last two lines are a master under Sync replication (Async flush), per send: a read of 8
-sends (8 producer threads on one connection, as Apache RocketMQ's Java client sends them) or of
-one, the held ``REPLICATE_LOG`` answered with them, the replica's next request acknowledging
-them and releasing their answers; with the writes each costs (a loopback write also runs the
-receiver's TCP path in the kernel, which instruction counts do not see).
+Then a master under Sync replication (Async flush), per send: a read of 8 sends (8 producer
+threads on one connection, as Apache RocketMQ's Java client sends them) or of one, the held
+``REPLICATE_LOG`` answered with them, the replica's next request acknowledging them and
+releasing their answers; with the writes each costs (a loopback write also runs the receiver's
+TCP path in the kernel, which instruction counts do not see). The last line is the replica's
+side of it, per send: a ``REPLICATE_LOG`` answer carrying the master's log of 8 sends read,
+checked, written to its own log and indexed, and the next request acknowledging them written
+(:class:`~reconsume.broker.replica_exchange.Exchange`, as a replica's connection runs it).
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ from typing import Any
 
 from bench.common import BENCH_DIR, DEFAULT_OUT, body_of, data_dir, median
 from reconsume.broker.context import BrokerContext
+from reconsume.broker.follower import Follower
 from reconsume.broker.handlers import guarded
 from reconsume.broker.pull import PullProcessor
+from reconsume.broker.replica_exchange import Exchange
 from reconsume.broker.replicas import ReplicaSet
 from reconsume.broker.replication import ReplicationProcessor
 from reconsume.broker.send import SendProcessor
@@ -48,8 +53,8 @@ from reconsume.message.decode import iter_records
 from reconsume.store import MessageStore
 from reconsume.store.settings import FlushMode, StoreSettings
 from reconsume.wire.broker_headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
-from reconsume.wire.codes import RequestCode
-from reconsume.wire.command import RemotingCommand
+from reconsume.wire.codes import RequestCode, ResponseCode
+from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.frame import decode_frame, encode_frame
 from reconsume.wire.transport import Connection
@@ -61,6 +66,8 @@ BATCH = 256
 """Messages of a SEND_BATCH_MESSAGE (a dead-letter job's batch)."""
 REPLICATED = {"replicated8": 8, "replicated1": 1}
 """The replicated cases and the sends of each read."""
+REPLICA_RECORDS = 8
+"""Records of each ``REPLICATE_LOG`` answer of the replica's case."""
 
 
 class _Transport:
@@ -188,6 +195,61 @@ async def _replicated(
     return cpu, producer.written + replica.written
 
 
+def replica_answers(store: MessageStore, count: int, first_opaque: int) -> tuple[list[bytes], int]:
+    """``REPLICATE_LOG`` answers carrying the master's first ``count`` records,
+    :data:`REPLICA_RECORDS` to an answer, for requests numbered from ``first_opaque`` on; and
+    where the last ends."""
+    log = store.read_log(store.commitlog.min_offset, 1 << 30)
+    frames: list[bytes] = []
+    offset = pos = 0
+    for index in range(count):
+        total = int.from_bytes(log[pos : pos + 4], "big")
+        if total <= 0 or pos + total > len(log):
+            raise RuntimeError(f"the master's first segment holds {index} records, not {count}")
+        pos += total
+        if (index + 1) % REPLICA_RECORDS == 0 or index + 1 == count:
+            answer = RemotingCommand(
+                code=ResponseCode.SUCCESS, opaque=first_opaque + len(frames), flag=FLAG_RESPONSE,
+                ext_fields={"offset": str(offset), "maxOffset": str(pos), "epoch": "1"},
+                body=log[offset:pos],
+            )  # fmt: skip
+            frames.append(encode_frame(answer))
+            offset = pos
+    return frames, pos
+
+
+async def _replica(
+    directory: Path, master: MessageStore, count: int, dry: bool = False
+) -> tuple[float, int]:
+    """CPU seconds and writes of a replica applying the master's first ``count`` records
+    (``dry``: all but applying them)."""
+    settings = StoreSettings(flush_mode=FlushMode.ASYNC, commit_log_segment_bytes=64 << 20)
+    store = MessageStore(directory, settings, background=False)
+    try:
+        follower = Follower(store, lambda: None, "bench-replica")
+        transport = _Transport()
+        connection = Connection(Dispatcher("bench-replica"))
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        exchange = Exchange(follower, connection, "127.0.0.1:10911")
+        exchange.ask(store.replica.restart_stream())
+        answers, end = replica_answers(master, count, decode_frame(transport.last).opaque)
+        feed = connection.data_received
+        cpu = time.thread_time()
+        for answer in answers if not dry else ():
+            feed(answer)
+        cpu = time.thread_time() - cpu
+        exchange.close()
+        if dry:
+            return cpu, 0
+        if exchange.ended.done() and not exchange.ended.cancelled():
+            raise RuntimeError(f"the replica refused the log: {exchange.ended.exception()}")
+        if store.commitlog.write_offset != end or transport.written != len(answers) + 1:
+            raise RuntimeError("the replica did not store and acknowledge every answer")
+        return cpu, transport.written - 1
+    finally:
+        store.close()
+
+
 async def _measure(
     directory: Path, count: int, repeats: int, only: str | None = None, dry: bool = False
 ) -> dict[str, Any]:
@@ -200,6 +262,7 @@ async def _measure(
     result: dict[str, Any] = {"send_us": [], "pull_us": [], "decode_us": [], "batch_us": []}
     result.update({f"{kind}_us": [] for kind in REPLICATED})
     result.update({f"{kind}_writes": 0.0 for kind in REPLICATED})
+    result.update(replica8_us=[], replica8_writes=0.0)
     try:
         context = BrokerContext(settings, store, HostAddress.parse("127.0.0.1:10911"), lambda: None)
         context.prepare_default_topic()
@@ -214,8 +277,8 @@ async def _measure(
         body = body_of(1024)
         sends = [send_frame(i, body) for i in range(count)]
         await _drive(connection, transport, sends[: min(count, 2000)])  # warm-up
-        if only == "pull" or (only is None and not dry):
-            await _drive(connection, transport, sends)  # messages to pull
+        if only in ("pull", "replica8") or (only is None and not dry):
+            await _drive(connection, transport, sends)  # messages to pull and replicate
         stored = store.max_offset(TOPIC, 0)
         pulls = [pull_frame(i % QUEUES, (i // QUEUES * 32) % (stored - 32)) for i in range(count)]
         await _drive(connection, transport, pulls[:100])  # warm-up
@@ -243,6 +306,11 @@ async def _measure(
                 cpu, writes = await _replicated(context, dispatcher, sends, per_read)
                 result[f"{kind}_us"].append(cpu / count * 1e6)
                 result[f"{kind}_writes"] = writes / count
+        for index in range(runs if only in (None, "replica8") else 1 if dry else 0):
+            replica_dir = directory / f"replica-{index}"
+            cpu, writes = await _replica(replica_dir, store, count, dry)
+            result["replica8_us"].append(cpu / count * 1e6)
+            result["replica8_writes"] = writes / count
     finally:
         store.close()
     return result
@@ -280,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="count instructions per request under valgrind instead of timing (n=2000)",
     )
-    kinds = ("send", "pull", "decode", "batch", *REPLICATED)
+    kinds = ("send", "pull", "decode", "batch", *REPLICATED, "replica8")
     parser.add_argument("--only", choices=kinds, help=argparse.SUPPRESS)
     parser.add_argument("--dry", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -291,6 +359,7 @@ def main(argv: list[str] | None = None) -> None:
         "batch": f"SEND_BATCH_MESSAGE ({BATCH} of 1 KiB), broker, per message",
         "replicated8": "SEND_MESSAGE_V2 under Sync replication, 8 a read, master",
         "replicated1": "SEND_MESSAGE_V2 under Sync replication, 1 a read, master",
+        "replica8": f"its log applied, {REPLICA_RECORDS} sends an answer, replica, per send",
     }
     if args.instructions:
         for kind, label in labels.items():

@@ -1,7 +1,7 @@
 """``bench.broker_requests`` still runs (in-process, tiny sizes): every line printed, and under
 Sync replication with 8 sends to a read the master's writes are batched — one for the 8
-answers, one for the replica's — which is what the line reports. ``bench.send_syscalls``
-reads strace's summary."""
+answers, one for the replica's — which is what the line reports; the replica writes one
+acknowledgement an answer of 8. ``bench.send_syscalls`` reads strace's summary."""
 
 from __future__ import annotations
 
@@ -30,13 +30,15 @@ def test_broker_requests_prints_every_case_with_batched_replicated_answers(tmp_p
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 6, done.stdout
+    assert len(lines) == 7, done.stdout
     writes = {
         match.group(1): float(match.group(2))
         for line in lines
         if (match := re.search(r"replication, (\d) a read, master: .* ([\d.]+) writes each", line))
     }
     assert writes == {"8": 0.25, "1": 2.0}, done.stdout
+    assert lines[-1].startswith("its log applied, 8 sends an answer, replica"), done.stdout
+    assert lines[-1].endswith(", 0.12 writes each"), done.stdout
 
 
 def test_send_syscalls_reads_strace_summaries(tmp_path: Path) -> None:

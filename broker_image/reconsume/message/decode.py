@@ -112,6 +112,58 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
     return int(total)
 
 
+def check_routing(
+    buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool = True
+) -> tuple[int, str, int, int, int, int, str]:
+    """:func:`check_record` and :func:`peek_routing` in one pass over the record at
+    ``buf[pos:limit]``, the head unpacked once: (totalSize, topic, queueId, queueOffset,
+    physicalOffset, storeTimestamp, properties). Raises what :func:`check_record` raises, and
+    a :class:`CodecError` for a topic or properties that are not UTF-8. What a replica and
+    recovery run on every record of the log."""
+    avail = limit - pos
+    if avail < PREFIX_SIZE:
+        raise TruncatedRecordError(f"record at {pos}: {avail} bytes, a header needs {PREFIX_SIZE}")
+    total, magic = _PREFIX.unpack_from(buf, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        raise BadMagicError(f"record at {pos}: magic {magic:#x} is not a message record's")
+    head = head_of(buf, pos)
+    if total > avail:
+        raise TruncatedRecordError(
+            f"record at {pos}: totalSize {total} but only {avail} bytes follow"
+        )
+    if total < head.size + 3:
+        raise RecordLengthError(f"record at {pos}: totalSize {total} is below the minimum")
+    fields = head.unpack_from(buf, pos)
+    end = pos + total
+    body_at = pos + head.size
+    body_len = fields[14]
+    topic_at = body_at + body_len
+    if body_len < 0 or topic_at + 1 > end:
+        raise RecordLengthError(f"record at {pos}: body length {body_len} overruns totalSize")
+    topic_len = buf[topic_at]
+    props_len_at = topic_at + 1 + topic_len
+    if topic_len > 127 or props_len_at + 2 > end:
+        raise RecordLengthError(
+            f"record at {pos}: topic length {_I8.unpack_from(buf, topic_at)[0]} overruns totalSize"
+        )
+    props_len = _PROPS_LEN.unpack_from(buf, props_len_at)[0]
+    if props_len < 0 or props_len_at + 2 + props_len != end:
+        raise RecordLengthError(
+            f"record at {pos}: lengths add up to {props_len_at + 2 + props_len - pos}, "
+            f"totalSize says {total}"
+        )
+    if verify_crc:
+        actual = body_crc(memoryview(buf)[body_at:topic_at])
+        if fields[2] != actual:
+            raise BodyCrcError(f"record at {pos}: body CRC {fields[2]} but the body's is {actual}")
+    try:
+        topic = bytes(buf[topic_at + 1 : props_len_at]).decode()
+        properties = bytes(buf[props_len_at + 2 : end]).decode()
+    except UnicodeDecodeError as exc:
+        raise CodecError(f"record at {pos}: topic or properties are not UTF-8 ({exc})") from exc
+    return total, topic, fields[3], fields[5], fields[6], fields[10], properties
+
+
 def decode_record(buf: ReadableBuffer, pos: int = 0, *, verify_crc: bool = False) -> StoredMessage:
     """Decode the record at ``buf[pos:]`` (validated as by :func:`check_record`)."""
     total = check_record(buf, pos, len(buf), verify_crc=verify_crc)

@@ -22,15 +22,11 @@ from pathlib import Path
 from reconsume.errors import CodecError
 from reconsume.message.codec import (
     BLANK_MAGIC_CODE,
-    OFF_PHYSICAL_OFFSET,
     OFF_QUEUE_ID,
     OFF_QUEUE_OFFSET,
     ReadableBuffer,
 )
-from reconsume.message.decode import (
-    check_record,
-    peek_routing,
-)
+from reconsume.message.decode import check_routing
 from reconsume.store.atomic import fsync_directory
 from reconsume.store.checkpoint import Checkpoint
 from reconsume.store.commitlog import CommitLog
@@ -121,22 +117,24 @@ def trim_queues(commitlog: CommitLog, queues: QueueTable, scan_start: int) -> in
     return dropped
 
 
-def record_routing(buf: ReadableBuffer, local: int, pos: int) -> tuple[str, int, int, int, str]:
-    """:func:`peek_routing` of the checked record at ``buf[local:]`` (commit-log offset
-    ``pos``), rejecting header fields the body CRC does not cover that would misplace the
-    record: a topic that is no file name, a negative queue id, a wrong physical offset."""
-    try:
-        topic, queue_id, queue_offset, store_ts, properties = peek_routing(buf, local)
-    except UnicodeDecodeError as exc:
-        raise CodecError(f"record at {local}: topic or properties are not UTF-8 ({exc})") from exc
-    physical = _I64.unpack_from(buf, local + OFF_PHYSICAL_OFFSET)[0]
+def checked_routing(
+    buf: ReadableBuffer, local: int, limit: int, pos: int, *, verify_crc: bool = True
+) -> tuple[int, str, int, int, int, str]:
+    """The record at ``buf[local:limit]`` (commit-log offset ``pos``) checked as
+    :func:`~reconsume.message.decode.check_routing` checks it, rejecting too the header fields
+    the body CRC does not cover that would misplace it: a topic that is no file name, a
+    negative queue id, a wrong physical offset. Returns (size, topic, queueId, queueOffset,
+    storeTimestamp, properties)."""
+    total, topic, queue_id, queue_offset, physical, store_ts, properties = check_routing(
+        buf, local, limit, verify_crc=verify_crc
+    )
     if not topic or topic in (".", "..") or "/" in topic or "\x00" in topic:
         raise CodecError(f"record at {local}: topic {topic!r} is not a topic name")
     if queue_id < 0 or physical != pos:
         raise CodecError(
             f"record at {local}: queue id {queue_id}, physical offset {physical} (expected {pos})"
         )
-    return topic, queue_id, queue_offset, store_ts, properties
+    return total, topic, queue_id, queue_offset, store_ts, properties
 
 
 def _last_nonzero(segment: MappedFile, start: int, stop: int) -> int:
@@ -205,9 +203,8 @@ def recover_commit_log(
             pos = segment.end
             continue
         try:
-            size = check_record(segment.mm, local, segment.size, verify_crc=verify_crc)
-            topic, queue_id, queue_offset, store_ts, properties = record_routing(
-                segment.mm, local, pos
+            size, topic, queue_id, queue_offset, store_ts, properties = checked_routing(
+                segment.mm, local, segment.size, pos, verify_crc=verify_crc
             )
         except CodecError as exc:
             reason = str(exc).replace(f"record at {local}", f"record at offset {pos}")

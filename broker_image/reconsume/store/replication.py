@@ -27,11 +27,10 @@ from typing import Any
 
 from reconsume.errors import CodecError, ReplicationError
 from reconsume.message.codec import BLANK_MAGIC_CODE
-from reconsume.message.decode import check_record
 from reconsume.store.commitlog import CommitLog
 from reconsume.store.consume_queue import ConsumeQueue
 from reconsume.store.queue_table import QueueTable
-from reconsume.store.recovery import RecoveryReport, cut_tail, record_routing, trim_queues
+from reconsume.store.recovery import RecoveryReport, checked_routing, cut_tail, trim_queues
 from reconsume.store.requests import TagsCode
 
 _SIZE_MAGIC = struct.Struct(">ii")
@@ -147,10 +146,13 @@ class LogReplica:
         pos = commitlog.write_offset
         used = 0
         limit = len(buffer)
+        view = memoryview(buffer)
         following: dict[tuple[str, int], list[Any]] = {}
         """(topic, queue id) → [its queue, the queue offset its next record must have]."""
+        segment = commitlog.segment_at(pos) or commitlog.ensure_segment(pos)
         while limit - used >= 8:
-            segment = commitlog.segment_at(pos) or commitlog.ensure_segment(pos)
+            if pos >= segment.end:
+                segment = commitlog.segment_at(pos) or commitlog.ensure_segment(pos)
             local = pos - segment.start
             room = segment.size - local
             total, magic = _SIZE_MAGIC.unpack_from(buffer, used)
@@ -164,7 +166,7 @@ class LogReplica:
                     break
                 if buffer[used + 8 : used + total].count(0) != total - 8:
                     raise ReplicationError(f"blank record at offset {pos} is not zero-filled")
-                segment.mm[local : local + 8] = buffer[used : used + 8]
+                segment.mm[local : local + 8] = view[used : used + 8]
                 used += total
                 pos = segment.end
                 commitlog.write_offset = pos
@@ -176,12 +178,13 @@ class LogReplica:
                 )
             if limit - used < total:
                 break
+            end = used + total
             try:
-                check_record(buffer, used, used + total)
-                routing = record_routing(buffer, used, pos)
+                _size, topic, queue_id, queue_offset, store_ts, properties = checked_routing(
+                    buffer, used, end, pos
+                )
             except CodecError as exc:
                 raise ReplicationError(f"replicated record at offset {pos}: {exc}") from exc
-            topic, queue_id, queue_offset, store_ts, properties = routing
             follows = following.get((topic, queue_id))
             if follows is None:
                 queue = self._queues.get_or_create(topic, queue_id)
@@ -199,11 +202,11 @@ class LogReplica:
                     f"{topic}/{queue_id}, which continues at {follows[1]}"
                 )
             follows[1] = queue_offset + 1
-            segment.mm[local : local + total] = buffer[used : used + total]
+            segment.mm[local : local + total] = view[used:end]
             pos += total
             commitlog.write_offset = pos
             records.append((follows[0], pos, total, store_ts, properties))
-            used += total
+            used = end
         return used
 
     def truncate(self, offset: int, reason: str) -> RecoveryReport:

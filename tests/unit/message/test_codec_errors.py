@@ -27,8 +27,10 @@ from reconsume.message.codec import (
 )
 from reconsume.message.decode import (
     check_record,
+    check_routing,
     decode_record,
     iter_records,
+    peek_routing,
 )
 from reconsume.message.model import StoredMessage
 
@@ -305,3 +307,41 @@ def test_random_bytes_with_valid_magic(head: bytes, tail: bytes) -> None:
     buf = bytearray(head + tail)
     struct.pack_into(">ii", buf, 0, len(buf), -626843481)
     _decode_or_codec_error(bytes(buf))
+
+
+def _routing_in_two_passes(buf: bytes, verify: bool) -> tuple[Any, ...] | type[CodecError]:
+    """What check_record then peek_routing make of ``buf``: the routing, or the error class."""
+    try:
+        size = check_record(buf, 0, len(buf), verify_crc=verify)
+        topic, queue_id, queue_offset, store_ts, properties = peek_routing(buf, 0)
+    except CodecError as exc:
+        return type(exc)
+    except UnicodeDecodeError:
+        return CodecError
+    physical = struct.unpack_from(">q", buf, 28)[0]
+    return size, topic, queue_id, queue_offset, physical, store_ts, properties
+
+
+@given(
+    st.sampled_from(SAMPLES),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3),
+    st.integers(0, 200),
+    st.booleans(),
+)
+def test_check_routing_agrees_with_check_record_then_peek_routing(
+    raw: bytes, flips: list[tuple[int, int]], cut: int, verify: bool
+) -> None:
+    """The one-pass check a replica and recovery run on every record raises what the two
+    passes raise, and returns what they return."""
+    buf = bytearray(raw)
+    for at, mask in flips:
+        buf[at % len(buf)] ^= mask
+    data = bytes(buf[: max(0, len(buf) - cut)])
+    expected = _routing_in_two_passes(data, verify)
+    try:
+        got: tuple[Any, ...] | type[CodecError] = check_routing(
+            data, 0, len(data), verify_crc=verify
+        )
+    except CodecError as exc:
+        got = type(exc)
+    assert got == expected
