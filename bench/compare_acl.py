@@ -41,7 +41,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import data_dir, loadavg
+from bench.common import data_dir, loadavg, settle_disk
 from bench.compare_rocketmq import SYSTEMS, CompareSizes, _brief, _loadgen
 from bench.rocketmq_servers import (
     BROKER_JVM,
@@ -207,10 +207,12 @@ def unsigned_send_refused(running: Running, log_root: Path) -> bool:
 def run_system(
     system: str, acl: bool, sizes: CompareSizes, data_root: Path, log: Callable[[str], None]
 ) -> dict[str, Any]:
-    """Start ``system``'s servers with access control ``acl``, run every command against them
-    (signed when ``acl``), stop them."""
+    """Sync the disk (:func:`~bench.common.settle_disk`), start ``system``'s servers with
+    access control ``acl``, run every command against them (signed when ``acl``), stop
+    them."""
     cases: dict[str, Any] = {}
     state = "on" if acl else "off"
+    sync_seconds = settle_disk()
     started = time.perf_counter()
     with _servers(system, data_root, acl) as running:
         start_seconds = time.perf_counter() - started
@@ -239,6 +241,7 @@ def run_system(
         "acl": acl,
         "flush_mode": "Async",
         "unsigned_send_refused": refused,
+        "sync_seconds": sync_seconds,
         "start_seconds": start_seconds,
         "stop_seconds": time.perf_counter() - stopping,
         "cases": cases,

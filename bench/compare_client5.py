@@ -54,7 +54,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.common import DEFAULT_OUT, loadavg, machine_info, write_json
+from bench.common import DEFAULT_OUT, loadavg, machine_info, settle_disk, write_json
 from bench.rocketmq_proxy import (
     PROXY_JVM,
     PROXY_MAIN,
@@ -278,9 +278,10 @@ def run_system(
     profile: Sequence[str] = (),
     profile_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Start ``system``'s servers, create the topics and groups, run every command against them,
-    stop them."""
+    """Sync the disk (:func:`~bench.common.settle_disk`), start ``system``'s servers, create
+    the topics and groups, run every command against them, stop them."""
     cases: dict[str, Any] = {}
+    sync_seconds = settle_disk()
     started = time.perf_counter()
     with _target(system, data_root, sizes) as target:
         start_seconds = time.perf_counter() - started
@@ -317,6 +318,7 @@ def run_system(
     return {
         "system": system,
         "flush_mode": FLUSH_MODE,
+        "sync_seconds": sync_seconds,
         "start_seconds": start_seconds,
         "stop_seconds": time.perf_counter() - stopping,
         "cases": cases,

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shlex
 import subprocess
@@ -58,7 +57,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.common import DEFAULT_OUT, loadavg, machine_info, write_json
+from bench.common import DEFAULT_OUT, loadavg, machine_info, settle_disk, write_json
 from bench.rocketmq_report import render_replication
 from bench.rocketmq_servers import (
     BROKER_JVM,
@@ -230,14 +229,10 @@ def run_system(
     replication: bool = False,
     replica_flush: str | None = None,
 ) -> dict[str, Any]:
-    """Start ``system``'s servers, run every command against them, stop them.
-
-    First the disk is synced: the system before this one leaves its writes (and the removal of
-    its stores) to the kernel's writeback, whose journal commits would otherwise slow this
-    system's fsyncs — under Sync flush one a send — and not the other's."""
+    """Sync the disk (:func:`~bench.common.settle_disk`), start ``system``'s servers, run
+    every command against them, stop them."""
     cases: dict[str, Any] = {}
-    settling = time.perf_counter()
-    os.sync()
+    sync_seconds = settle_disk()
     started = time.perf_counter()
     with _servers(system, data_root, flush_mode, replication, replica_flush) as running:
         start_seconds = time.perf_counter() - started
@@ -265,7 +260,7 @@ def run_system(
         "flush_mode": flush_mode,
         "replication": replication,
         "replica_flush": (replica_flush or flush_mode) if replication else None,
-        "sync_seconds": started - settling,
+        "sync_seconds": sync_seconds,
         "start_seconds": start_seconds,
         "stop_seconds": time.perf_counter() - stopping,
         "cases": cases,
