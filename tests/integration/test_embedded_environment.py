@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import json
+import logging
 import os
 import signal
 import socket
@@ -242,7 +243,10 @@ def unlocked(path: Path) -> bool:
 
 
 @pytest.mark.slow
-def test_a_killed_master_is_replaced_by_its_replica_and_restarts_as_one(tmp_path: Path) -> None:
+def test_a_killed_master_is_replaced_by_its_replica_and_restarts_as_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="reconsume.embedded.environment")
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     write(manifests, "cluster.yaml", CLUSTER.replace("brokers: 2", "brokers: 1\n  replicas: 2"))
@@ -318,6 +322,12 @@ def test_a_killed_master_is_replaced_by_its_replica_and_restarts_as_one(tmp_path
             await environment.stop()
 
     acked, failover_s = run(scenario)
+    # What `reconsume up` prints: one exit, then the restart that rejoins as a replica.
+    assert [r.getMessage() for r in caplog.records if r.name.endswith("environment")] == [
+        f"broker {first}, master of shop-broker-0, exited (-9); a replica takes over, then it "
+        "restarts",
+        f"broker {first} restarting, to rejoin as a replica",
+    ]
     # The replica takes the lease within 1.2 durations; supervision then restarts the old
     # master within its 2 s interval, which catches up at once (sends resumed after 4.3 s).
     bound_s = 1.2 * LEASE_DURATION_MS / 1000 + 2.0 + 5.0

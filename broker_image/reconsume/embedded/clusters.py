@@ -265,8 +265,15 @@ class LocalCluster:
                     )
                 if now - self._dead_since[name] < TAKEOVER_WAIT_S:
                     continue
-            self._dead_since.pop(name, None)
-            happened.append(f"broker {name} exited ({child.returncode}); restarting it")
+            if self._dead_since.pop(name, None) is None:
+                happened.append(f"broker {name} exited ({child.returncode}); restarting it")
+            elif name in current:
+                happened.append(
+                    f"broker {name} restarting: no replica took its lease over within "
+                    f"{TAKEOVER_WAIT_S:g} s"
+                )
+            else:
+                happened.append(f"broker {name} restarting, to rejoin as a replica")
             replacement = self._broker(self.processes[name])
             replacement.restarts = child.restarts + 1
             self.brokers[name] = replacement
