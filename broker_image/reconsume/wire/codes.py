@@ -98,8 +98,7 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     ADD_WRITE_PERM_OF_BROKER = 327
-    # reconsume's own admin extensions live above RocketMQ's range.
-    GET_GROUP_RETRY_STATS = 1100
+    # reconsume's own admin extensions live above RocketMQ's range (1100: not used).
     ACK_QUEUE_OFFSETS = 1101
     QUERY_ACKED_OFFSETS = 1102
     # Replication between the brokers of one broker name (no RocketMQ client sends these).
