@@ -23,6 +23,7 @@ from reconsume.message.codec import (
     HEAD_LAYOUTS,
     MESSAGE_MAGIC_CODE,
     OFF_BODY_CRC,
+    OFF_PHYSICAL_OFFSET,
     OFF_QUEUE_ID,
     OFF_QUEUE_OFFSET,
     OFF_SYS_FLAG,
@@ -76,30 +77,65 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
     Checks the magic, that every inner length fits, that they add up to ``totalSize`` exactly
     and (unless ``verify_crc`` is false) the body CRC. Raises a :class:`CodecError` subclass.
     """
+    return _checked(buf, pos, limit, verify_crc)[0]
+
+
+def check_routing(
+    buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool = True
+) -> tuple[int, str, int, int, int, int, str]:
+    """:func:`check_record` and :func:`peek_routing` in one pass over the record at
+    ``buf[pos:limit]``: (totalSize, topic, queueId, queueOffset, physicalOffset,
+    storeTimestamp, properties). Raises what :func:`check_record` raises, and a
+    :class:`CodecError` for a topic or properties that are not UTF-8. What a replica and
+    recovery run on every record of the log."""
+    total, sys_flag, topic_at, props_len_at = _checked(buf, pos, limit, verify_crc)
+    try:
+        topic = bytes(buf[topic_at + 1 : props_len_at]).decode()
+        properties = bytes(buf[props_len_at + 2 : pos + total]).decode()
+    except UnicodeDecodeError as exc:
+        raise CodecError(f"record at {pos}: topic or properties are not UTF-8 ({exc})") from exc
+    return (
+        total,
+        topic,
+        _I32.unpack_from(buf, pos + OFF_QUEUE_ID)[0],
+        _I64.unpack_from(buf, pos + OFF_QUEUE_OFFSET)[0],
+        _I64.unpack_from(buf, pos + OFF_PHYSICAL_OFFSET)[0],
+        _I64.unpack_from(buf, pos + store_timestamp_offset(sys_flag))[0],
+        properties,
+    )
+
+
+def _checked(
+    buf: ReadableBuffer, pos: int, limit: int, verify_crc: bool
+) -> tuple[int, int, int, int]:
+    """The checks of :func:`check_record`; (totalSize, sysFlag, the offset of topicLength, the
+    offset of propertiesLength)."""
     avail = limit - pos
     if avail < PREFIX_SIZE:
         raise TruncatedRecordError(f"record at {pos}: {avail} bytes, a header needs {PREFIX_SIZE}")
     total, magic = _PREFIX.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
         raise BadMagicError(f"record at {pos}: magic {magic:#x} is not a message record's")
-    head = head_of(buf, pos)
+    sys_flag = _I32.unpack_from(buf, pos + OFF_SYS_FLAG)[0]
+    head_size = _HEADS[sys_flag & _V6_BITS].size
     if total > avail:
         raise TruncatedRecordError(
             f"record at {pos}: totalSize {total} but only {avail} bytes follow"
         )
-    if total < head.size + 3:
+    if total < head_size + 3:
         raise RecordLengthError(f"record at {pos}: totalSize {total} is below the minimum")
-    body_at = pos + head.size
+    end = pos + total
+    body_at = pos + head_size
     body_len = _I32.unpack_from(buf, body_at - 4)[0]
     topic_at = body_at + body_len
-    if body_len < 0 or topic_at + 1 > pos + total:
+    if body_len < 0 or topic_at + 1 > end:
         raise RecordLengthError(f"record at {pos}: body length {body_len} overruns totalSize")
     topic_len = _I8.unpack_from(buf, topic_at)[0]
     props_len_at = topic_at + 1 + topic_len
-    if topic_len < 0 or props_len_at + 2 > pos + total:
+    if topic_len < 0 or props_len_at + 2 > end:
         raise RecordLengthError(f"record at {pos}: topic length {topic_len} overruns totalSize")
     props_len = _PROPS_LEN.unpack_from(buf, props_len_at)[0]
-    if props_len < 0 or props_len_at + 2 + props_len != pos + total:
+    if props_len < 0 or props_len_at + 2 + props_len != end:
         raise RecordLengthError(
             f"record at {pos}: lengths add up to {props_len_at + 2 + props_len - pos}, "
             f"totalSize says {total}"
@@ -109,59 +145,7 @@ def check_record(buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool 
         actual = body_crc(memoryview(buf)[body_at:topic_at])
         if stored_crc != actual:
             raise BodyCrcError(f"record at {pos}: body CRC {stored_crc} but the body's is {actual}")
-    return int(total)
-
-
-def check_routing(
-    buf: ReadableBuffer, pos: int, limit: int, *, verify_crc: bool = True
-) -> tuple[int, str, int, int, int, int, str]:
-    """:func:`check_record` and :func:`peek_routing` in one pass over the record at
-    ``buf[pos:limit]``, the head unpacked once: (totalSize, topic, queueId, queueOffset,
-    physicalOffset, storeTimestamp, properties). Raises what :func:`check_record` raises, and
-    a :class:`CodecError` for a topic or properties that are not UTF-8. What a replica and
-    recovery run on every record of the log."""
-    avail = limit - pos
-    if avail < PREFIX_SIZE:
-        raise TruncatedRecordError(f"record at {pos}: {avail} bytes, a header needs {PREFIX_SIZE}")
-    total, magic = _PREFIX.unpack_from(buf, pos)
-    if magic != MESSAGE_MAGIC_CODE:
-        raise BadMagicError(f"record at {pos}: magic {magic:#x} is not a message record's")
-    head = head_of(buf, pos)
-    if total > avail:
-        raise TruncatedRecordError(
-            f"record at {pos}: totalSize {total} but only {avail} bytes follow"
-        )
-    if total < head.size + 3:
-        raise RecordLengthError(f"record at {pos}: totalSize {total} is below the minimum")
-    fields = head.unpack_from(buf, pos)
-    end = pos + total
-    body_at = pos + head.size
-    body_len = fields[14]
-    topic_at = body_at + body_len
-    if body_len < 0 or topic_at + 1 > end:
-        raise RecordLengthError(f"record at {pos}: body length {body_len} overruns totalSize")
-    topic_len = buf[topic_at]
-    props_len_at = topic_at + 1 + topic_len
-    if topic_len > 127 or props_len_at + 2 > end:
-        raise RecordLengthError(
-            f"record at {pos}: topic length {_I8.unpack_from(buf, topic_at)[0]} overruns totalSize"
-        )
-    props_len = _PROPS_LEN.unpack_from(buf, props_len_at)[0]
-    if props_len < 0 or props_len_at + 2 + props_len != end:
-        raise RecordLengthError(
-            f"record at {pos}: lengths add up to {props_len_at + 2 + props_len - pos}, "
-            f"totalSize says {total}"
-        )
-    if verify_crc:
-        actual = body_crc(memoryview(buf)[body_at:topic_at])
-        if fields[2] != actual:
-            raise BodyCrcError(f"record at {pos}: body CRC {fields[2]} but the body's is {actual}")
-    try:
-        topic = bytes(buf[topic_at + 1 : props_len_at]).decode()
-        properties = bytes(buf[props_len_at + 2 : end]).decode()
-    except UnicodeDecodeError as exc:
-        raise CodecError(f"record at {pos}: topic or properties are not UTF-8 ({exc})") from exc
-    return total, topic, fields[3], fields[5], fields[6], fields[10], properties
+    return int(total), int(sys_flag), topic_at, props_len_at
 
 
 def decode_record(buf: ReadableBuffer, pos: int = 0, *, verify_crc: bool = False) -> StoredMessage:
