@@ -29,6 +29,7 @@ from reconsume.errors import CodecError, ReplicationError
 from reconsume.message.codec import BLANK_MAGIC_CODE
 from reconsume.store.commitlog import CommitLog
 from reconsume.store.consume_queue import ConsumeQueue
+from reconsume.store.mapped_file import MappedFile
 from reconsume.store.queue_table import QueueTable
 from reconsume.store.recovery import RecoveryReport, checked_routing, cut_tail, trim_queues
 from reconsume.store.requests import TagsCode
@@ -149,9 +150,9 @@ class LogReplica:
         view = memoryview(buffer)
         following: dict[tuple[str, int], list[Any]] = {}
         """(topic, queue id) → [its queue, the queue offset its next record must have]."""
-        segment = commitlog.segment_at(pos) or commitlog.ensure_segment(pos)
+        segment: MappedFile | None = None
         while limit - used >= 8:
-            if pos >= segment.end:
+            if segment is None or pos >= segment.end:
                 segment = commitlog.segment_at(pos) or commitlog.ensure_segment(pos)
             local = pos - segment.start
             room = segment.size - local
