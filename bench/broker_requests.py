@@ -306,7 +306,9 @@ async def _measure(
                 cpu, writes = await _replicated(context, dispatcher, sends, per_read)
                 result[f"{kind}_us"].append(cpu / count * 1e6)
                 result[f"{kind}_writes"] = writes / count
-        for index in range(runs if only in (None, "replica8") else 1 if dry else 0):
+        # dry: the replica's set-up alone, and only in replica8's own dry run
+        replica_runs = runs if only in (None, "replica8") else 0
+        for index in range(1 if dry and only == "replica8" else replica_runs):
             replica_dir = directory / f"replica-{index}"
             cpu, writes = await _replica(replica_dir, store, count, dry)
             result["replica8_us"].append(cpu / count * 1e6)
