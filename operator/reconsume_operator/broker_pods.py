@@ -8,8 +8,11 @@ and each broker
 
 * elects its master through the Lease named as the broker (``--election kube:<broker>``): the
   pods run as the ServiceAccount ``<cluster>-broker``, whose Role may only get and update
-  those Leases; the operator creates each Lease empty (owned by the BrokerCluster, so it goes
-  with it) and never writes it again;
+  those Leases (and the master Services' slices, :mod:`reconsume_operator.master_services`);
+  the operator creates each Lease empty (owned by the BrokerCluster, so it goes with it) and
+  never writes it again;
+* is reached by clients at a stable address, the Service ``<broker>-master``, which its
+  master points at itself (``--master-service``);
 * has a PodDisruptionBudget of its own (at most one of its pods evicted at a time: never the
   master and its last in-sync replica together);
 * prefers its pods on different nodes (a node's loss then costs each broker one pod);
@@ -25,9 +28,11 @@ import json
 from typing import Any
 
 from reconsume.topology.clusters import ClusterSpec
+from reconsume_operator.master_services import endpoint_rules, master_service_name
 from reconsume_operator.naming import (
     BROKER_GRPC_PORT,
     BROKER_HTTP_PORT,
+    BROKER_MASTER_PORT,
     BROKER_PORT,
     CONFIG_DIR,
     CONFIG_FILE,
@@ -129,6 +134,10 @@ def _args(spec: ClusterSpec, replica: int) -> list[str]:
         str(replica),
         "--election",
         "kube:$(BROKER_NAME)",
+        "--master-service",
+        master_service_name("$(BROKER_NAME)"),
+        "--master-port",
+        str(BROKER_MASTER_PORT),
         "--replication",
         spec.replication,
         "--replicas",
@@ -187,6 +196,7 @@ def broker_statefulset(
             {"name": "broker", "containerPort": BROKER_PORT},
             {"name": "http", "containerPort": BROKER_HTTP_PORT},
             {"name": "grpc", "containerPort": BROKER_GRPC_PORT},
+            *([{"name": "master", "containerPort": BROKER_MASTER_PORT}] if spec.replicated else []),
         ],
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "http"},
@@ -280,7 +290,8 @@ def broker_disruption_budgets(spec: ClusterSpec, count: int) -> list[dict[str, A
 
 
 def lease_access(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
-    """The brokers' ServiceAccount and its right to get and update their Leases only."""
+    """The brokers' ServiceAccount and its right to get and update their Leases, get their
+    master Services and get and update those Services' EndpointSlices, only."""
     name = service_account_name(spec.name)
     role_name = f"{name}-leases"
     return [
@@ -299,7 +310,8 @@ def lease_access(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
                     "resources": ["leases"],
                     "resourceNames": broker_names(spec.name, count),
                     "verbs": ["get", "update"],
-                }
+                },
+                *endpoint_rules(spec, count),
             ],
         },
         {

@@ -2,7 +2,8 @@
 
 One name-server Deployment and Service, the brokers (:mod:`reconsume_operator.broker_pods`:
 StatefulSets, disruption budgets and, with replicas, the brokers' Leases and their right to
-them) with a headless Service, a ConfigMap holding the brokers' TOML settings
+them) with a headless Service and, with replicas, a Service per broker that leads to its master
+(:mod:`reconsume_operator.master_services`), a ConfigMap holding the brokers' TOML settings
 (``reconsume broker --config``) and, with ``spec.networkPolicy.enabled``, a NetworkPolicy
 (:mod:`reconsume_operator.network_policy`). Owner references are added by the handler
 (``kopf.adopt``), not here; names and labels are :mod:`reconsume_operator.naming`'s.
@@ -15,6 +16,7 @@ from typing import Any
 
 from reconsume.topology.clusters import ClusterSpec
 from reconsume_operator.broker_pods import broker_objects
+from reconsume_operator.master_services import master_services
 from reconsume_operator.naming import (
     BROKER_GRPC_PORT,
     BROKER_HTTP_PORT,
@@ -150,5 +152,6 @@ def children(
         namesrv_deployment(spec),
         broker_service(spec),
         grpc_access_service(spec),
+        *master_services(spec, max(spec.brokers, broker_replicas or 0)),
         *broker_objects(spec, broker_replicas, replica_pods),
     ]

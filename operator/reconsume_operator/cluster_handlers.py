@@ -44,6 +44,7 @@ from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
 from reconsume_operator.credentials import CredentialsProblem
 from reconsume_operator.events import Warnings, normal
 from reconsume_operator.kube import KubeError
+from reconsume_operator.master_services import master_slices
 from reconsume_operator.masters import masters_column, with_masters
 from reconsume_operator.metrics import reconcile_timer
 from reconsume_operator.naming import broker_name
@@ -154,10 +155,11 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
                 if decision.removing:
                     normal(body, "ScalingDown", decision.message)
                 objects = children(spec, decision.replicas, replica_pods, operator)
-                placeholders = leases(spec, decision.replicas)
+                brokers = max(spec.brokers, decision.replicas)
+                placeholders = [*leases(spec, decision.replicas), *master_slices(spec, brokers)]
                 kopf.adopt([*objects, *placeholders], owner=body)
-                for lease in placeholders:  # before the pods that use them
-                    await asyncio.to_thread(ctx.writer.create_missing, lease)
+                for placeholder in placeholders:  # before the pods that use them
+                    await asyncio.to_thread(ctx.writer.create_missing, placeholder)
                 for obj in objects:
                     first_set = obj["metadata"]["name"] == broker_name(spec.name)
                     if obj["kind"] == "StatefulSet" and first_set and version is not None:

@@ -15,6 +15,9 @@ from reconsume.topology.clusters import ClusterSpec
 
 NAMESRV_PORT = 9876
 BROKER_PORT = 10911
+BROKER_MASTER_PORT = 10912
+"""A replicated broker's master listens here too, for its master Service (``--master-port``):
+the port its EndpointSlice names, closed with its connections when it stops being master."""
 BROKER_HTTP_PORT = 8080
 BROKER_GRPC_PORT = 8081
 """The brokers' gRPC port, RocketMQ 5's clients' (Apache RocketMQ's proxy uses 8081 too)."""

@@ -4,16 +4,18 @@ and broker pods.
 Ingress only (what the pods reach is left alone: the brokers' Leases on the API server, their
 name servers, their masters), one rule per kind of traffic:
 
-* the client ports (name server 9876, broker remoting 10911, broker gRPC 8081) from
-  ``clients``, or from anywhere when it is empty;
+* the client ports (name server 9876, broker remoting 10911 and the master port 10912 that a
+  replicated broker's master Service leads to, broker gRPC 8081) from ``clients``, or from
+  anywhere when it is empty;
 * the brokers' HTTP port 8080 (``/metrics``) from ``metricsFrom``, or from anywhere;
 * every port from the cluster's own pods: brokers register with the name servers, and
   replicas replicate from their masters on the remoting port (no port of its own);
-* the ports the operator uses (its admin requests to name servers and brokers: 9876 and 10911;
+* the ports the operator uses (its admin requests to name servers and brokers: 9876, 10911
+  and 10912;
   it sends nothing to 8080 or 8081) from the operator's pods, when it knows them
   (``RECONSUME_OPERATOR_NAMESPACE`` and ``RECONSUME_OPERATOR_POD_LABELS``, which the Helm
   chart sets);
-* 9876 and 10911 from the run pods of the namespace's DeadLetterJobs (labelled
+* 9876, 10911 and 10912 from the run pods of the namespace's DeadLetterJobs (labelled
   ``reconsume.io/dead-letter-job``): they read and re-send dead letters as clients.
 
 The kubelet's probes come from the node, which NetworkPolicies do not restrict. Peers are
@@ -32,6 +34,7 @@ from reconsume_operator.dead_letter_jobs import JOB_LABEL
 from reconsume_operator.naming import (
     BROKER_GRPC_PORT,
     BROKER_HTTP_PORT,
+    BROKER_MASTER_PORT,
     BROKER_PORT,
     NAMESRV_PORT,
     meta,
@@ -40,9 +43,9 @@ from reconsume_operator.naming import (
 )
 
 API_VERSION = "networking.k8s.io/v1"
-CLIENT_PORTS = (NAMESRV_PORT, BROKER_PORT, BROKER_GRPC_PORT)
+CLIENT_PORTS = (NAMESRV_PORT, BROKER_PORT, BROKER_MASTER_PORT, BROKER_GRPC_PORT)
 """What clients reach: name servers, brokers' remoting (RocketMQ 4.x) and gRPC (5.x)."""
-ADMIN_PORTS = (NAMESRV_PORT, BROKER_PORT)
+ADMIN_PORTS = (NAMESRV_PORT, BROKER_PORT, BROKER_MASTER_PORT)
 """What the operator and DeadLetterJob runs reach: the remoting ports."""
 METRICS_PORTS = (BROKER_HTTP_PORT,)
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"

@@ -17,6 +17,7 @@ from typing import Any
 from reconsume.topology.clusters import ClusterSpec
 from reconsume_operator.broker_pods import LEASE_API
 from reconsume_operator.kube import ChildWriter
+from reconsume_operator.master_services import DISCOVERY_API
 from reconsume_operator.masters import BrokerLease, broker_leases
 from reconsume_operator.naming import POD_INDEX_LABEL, broker_name, replica_set_name
 from reconsume_operator.network_policy import API_VERSION as NETWORK_API
@@ -30,9 +31,12 @@ PRUNED = (
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("v1", "ServiceAccount"),
     (NETWORK_API, "NetworkPolicy"),
+    ("v1", "Service"),
+    (DISCOVERY_API, "EndpointSlice"),
 )
 """Kinds of children that a spec change can make unwanted (fewer replicas or brokers,
-``spec.networkPolicy.enabled`` turned off)."""
+``spec.networkPolicy.enabled`` turned off; the master Services and slices of a cluster that
+has no replicas any more)."""
 
 
 @dataclass(frozen=True, slots=True)

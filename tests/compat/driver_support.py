@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -56,6 +57,49 @@ class DriverRun:
             f"driver exit {self.returncode}; errors {self['error']}; last events {tail}; "
             f"stderr:\n{self.stderr[-3000:]}\nclient log:\n{self.log[-4000:]}"
         )
+
+
+class BackgroundDriver:
+    """A driver scenario run beside the test, which acts meanwhile (kills a master): its
+    events are read as it prints them. Use it as a context manager: the process is killed
+    and its pipes are closed at the end, whatever happened."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.events: list[Event] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:  # one at a time: the test watches the list grow
+            self.events.append(json.loads(line))
+
+    def of(self, kind: str) -> list[Event]:
+        return [e for e in list(self.events) if e["event"] == kind]
+
+    def finish(self, timeout_s: float, log: Callable[[], str] = str) -> None:
+        """Wait for the scenario's end: exit 0 after its "done" event (``log()``, the
+        client's own log, is shown when not)."""
+        returncode = self.process.wait(timeout_s)
+        self._reader.join(10)
+        stderr = self.process.stderr.read() if self.process.stderr else ""
+        assert returncode == 0, f"driver exit {returncode}: {stderr[-3000:]}\n{log()[-4000:]}"
+        assert self.events, "the driver printed nothing"
+        assert self.events[-1]["event"] == "done", self.events[-3:]
+
+    def __enter__(self) -> BackgroundDriver:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def scenario_args(namesrv: str, timeout_s: float, options: Mapping[str, object]) -> list[str]:

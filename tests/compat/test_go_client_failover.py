@@ -14,12 +14,8 @@ at the same address; from then on it uses the new master's."""
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,6 +26,7 @@ from ..integration.processes import ServerProcess, start_server
 from ..integration.test_failover import master_address, start_elected
 from ..polling import eventually
 from .conftest import GoClient
+from .driver_support import BackgroundDriver
 from .go_client_support import ROUTE_REFRESH_S, client_log
 
 TOPIC = "go-failover"
@@ -51,8 +48,6 @@ def host_of(offset_msg_id: str) -> str:
 def test_the_go_client_goes_on_through_a_failover(go_client: GoClient, tmp_path: Path) -> None:
     namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
     brokers: dict[int, ServerProcess] = {}
-    driver: subprocess.Popen[str] | None = None
-    events: list[dict[str, Any]] = []
     state_dir = tmp_path / "go"
     try:
         brokers = start_elected(namesrv, tmp_path)
@@ -71,29 +66,13 @@ def test_the_go_client_goes_on_through_a_failover(go_client: GoClient, tmp_path:
             f"--timeout-ms={(DRIVER_TIMEOUT_S - 10) * 1000}",
             state_dir=state_dir,
         )
-        driver = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-
-        def read(stdout: Any) -> None:
-            for line in stdout:  # one at a time: the test watches the list grow
-                events.append(json.loads(line))  # noqa: PERF401
-
-        reader = threading.Thread(target=read, args=(driver.stdout,), daemon=True)
-        reader.start()
-
-        def of(kind: str) -> list[dict[str, Any]]:
-            return [e for e in events if e["event"] == kind]
-
-        eventually(lambda: len(of("sent")) >= KILL_AFTER, 40, f"{KILL_AFTER} sends")
-        old_master = brokers[0].address
-        killed_at = time.time() * 1000
-        brokers[0].kill()
-        returncode = driver.wait(DRIVER_TIMEOUT_S)
-        reader.join(10)
-        stderr = driver.stderr.read() if driver.stderr else ""
-        assert returncode == 0, f"driver exit {returncode}: {stderr[-3000:]}"
-        assert events[-1]["event"] == "done", events[-3:]
+        with BackgroundDriver(command) as driver:
+            of = driver.of
+            eventually(lambda: len(of("sent")) >= KILL_AFTER, 40, f"{KILL_AFTER} sends")
+            old_master = brokers[0].address
+            killed_at = time.time() * 1000
+            brokers[0].kill()
+            driver.finish(DRIVER_TIMEOUT_S)
 
         # No acknowledged send is lost: every acknowledged message id is received.
         sent, received = of("sent"), of("received")
@@ -124,13 +103,6 @@ def test_the_go_client_goes_on_through_a_failover(go_client: GoClient, tmp_path:
         assert {host_of(e["offsetMsgId"]) for e in from_new} == {new_master}
         assert "panic" not in log
     finally:
-        if driver is not None:
-            if driver.poll() is None:
-                driver.kill()
-                driver.wait()
-            for pipe in (driver.stdout, driver.stderr):
-                if pipe is not None:
-                    pipe.close()
         for process in brokers.values():
             process.stop()
         namesrv.stop()

@@ -7,11 +7,7 @@ is received, and it keeps sending to the master that replaced the killed one."""
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import threading
 from pathlib import Path
-from typing import Any
 
 from reconsume.client.admin import AdminClient
 from reconsume.message.ids import parse_offset_msg_id
@@ -20,6 +16,7 @@ from ..integration.processes import ServerProcess, start_server
 from ..integration.test_failover import master_address, start_elected
 from ..polling import eventually
 from .conftest import JavaClient
+from .driver_support import BackgroundDriver
 
 TOPIC = "java-failover"
 GROUP = "java_failover"
@@ -32,8 +29,6 @@ def test_the_java_client_goes_on_through_a_failover(
 ) -> None:
     namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
     brokers: dict[int, ServerProcess] = {}
-    driver: subprocess.Popen[str] | None = None
-    events: list[dict[str, Any]] = []
     try:
         brokers = start_elected(namesrv, tmp_path)
 
@@ -52,42 +47,22 @@ def test_the_java_client_goes_on_through_a_failover(
             "--timeout-ms=80000",
             state_dir=tmp_path / "java",
         )
-        driver = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-
-        def read(stdout: Any) -> None:
-            for line in stdout:  # one at a time: the test watches the list grow
-                events.append(json.loads(line))  # noqa: PERF401
-
-        reader = threading.Thread(target=read, args=(driver.stdout,), daemon=True)
-        reader.start()
-        sent = lambda: [e for e in events if e["event"] == "sent"]  # noqa: E731
-        eventually(lambda: len(sent()) >= KILL_AFTER, 40, f"{KILL_AFTER} sends")
-        brokers[0].kill()
-        returncode = driver.wait(90)
-        reader.join(10)
-        stderr = driver.stderr.read() if driver.stderr else ""
-        assert returncode == 0, f"driver exit {returncode}: {stderr[-3000:]}"
-        assert events[-1]["event"] == "done"
-        acknowledged = {e["body"] for e in sent()}
-        received = {e["body"] for e in events if e["event"] == "received"}
+        with BackgroundDriver(command) as driver:
+            eventually(lambda: len(driver.of("sent")) >= KILL_AFTER, 40, f"{KILL_AFTER} sends")
+            brokers[0].kill()
+            driver.finish(90)
+        sent = driver.of("sent")
+        acknowledged = {e["body"] for e in sent}
+        received = {e["body"] for e in driver.of("received")}
         assert len(acknowledged) == COUNT
         assert acknowledged <= received
         new_master = master_address(namesrv)
         assert new_master in (brokers[1].address, brokers[2].address)
-        after_kill = sent()[KILL_AFTER + 5 :]
+        after_kill = sent[KILL_AFTER + 5 :]
         assert after_kill, "nothing sent after the kill"
         hosts = {str(parse_offset_msg_id(e["offsetMsgId"])[0]) for e in after_kill[-10:]}
         assert hosts == {new_master}
     finally:
-        if driver is not None:
-            if driver.poll() is None:
-                driver.kill()
-                driver.wait()
-            for pipe in (driver.stdout, driver.stderr):
-                if pipe is not None:
-                    pipe.close()
         for process in brokers.values():
             process.stop()
         namesrv.stop()

@@ -15,6 +15,8 @@ from reconsume.wire.command import RemotingCommand
 from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.frame import encode_frame
 from reconsume.wire.headers import (
+    EPOCH_FIELD,
+    STABLE_ADDRESS_FIELD,
     GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
@@ -195,6 +197,55 @@ def test_a_broker_that_disconnects_or_stops_registering_leaves_the_routes() -> N
         run(scenario())
     finally:
         assert server.stop() == 0
+
+
+def test_a_stable_master_address_outlives_the_connection_that_registered_it(
+    namesrv: ServerProcess,
+) -> None:
+    """A master registering its broker name's master Service keeps it in routes when its
+    connection closes (it was SIGKILLed, say): the next master registers the same address,
+    and clients that fetch the route meanwhile still find a master to write to. An old
+    master's unregistration does not take it from a newer one."""
+
+    async def scenario() -> None:
+        addr, reader = namesrv.address, RemotingClient()
+        stable = register_request("svc", "10.96.0.9:10911", {"s": 1})
+        stable.ext_fields[STABLE_ADDRESS_FIELD] = "true"
+        plain = register_request("pod", "10.244.0.5:10911", {"p": 1})
+        master = RemotingClient()
+        for request in (stable, plain):
+            assert (await master.invoke(addr, request)).code == ResponseCode.SUCCESS
+        await master.close()
+
+        async def gone(topic: str) -> bool:
+            response = await reader.invoke(addr, route_request(topic))
+            return response.code == ResponseCode.TOPIC_NOT_EXIST
+
+        await eventually(lambda: gone("p"), 5, "removal of the pod address")
+        route = await reader.invoke(addr, route_request("s"))
+        assert route.code == ResponseCode.SUCCESS
+        (broker,) = json.loads(route.body)["brokerDatas"]
+        assert broker["brokerAddrs"] == {"0": "10.96.0.9:10911"}
+
+        # A master of epoch 3 stopping after the master of epoch 4 registered the same
+        # address: its unregistration leaves the new master's alone; the new one's does not.
+        for epoch in (3, 4):
+            request = register_request("svc", "10.96.0.9:10911", {"s": 1}, counter=epoch)
+            request.ext_fields |= {STABLE_ADDRESS_FIELD: "true", EPOCH_FIELD: str(epoch)}
+            assert (await reader.invoke(addr, request)).code == ResponseCode.SUCCESS
+
+        def unregister(epoch: int) -> RemotingCommand:
+            header = UnregisterBrokerRequestHeader("svc", "10.96.0.9:10911", "c1", 0)
+            ext = {**header.to_ext_fields(), EPOCH_FIELD: str(epoch)}
+            return RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext)
+
+        assert (await reader.invoke(addr, unregister(3))).code == ResponseCode.SUCCESS
+        assert not await gone("s")
+        assert (await reader.invoke(addr, unregister(4))).code == ResponseCode.SUCCESS
+        assert await gone("s")
+        await reader.close()
+
+    run(scenario())
 
 
 @pytest.mark.parametrize("payload", MALFORMED_FRAMES.values(), ids=MALFORMED_FRAMES.keys())

@@ -1,7 +1,8 @@
 """A BrokerCluster with replicas on a real API server: the operator creates a StatefulSet per
-replica, each broker's Lease, the Role that lets the brokers use exactly those Leases and a
-budget per broker; brokers running as its ServiceAccount elect through the Leases, the status
-and the MASTERS column name the master pod, and fewer replicas delete what they no longer need.
+replica, each broker's Lease and master Service (with its empty EndpointSlice), the Role that
+lets the brokers use exactly those and a budget per broker; brokers running as its
+ServiceAccount elect through the Leases, the status and the MASTERS column name the master pod,
+and fewer replicas delete what they no longer need.
 
 Nothing runs pods here: the brokers are local processes named as the pods' brokers
 (``orders-broker-0``, broker ids 0 and 1), logged in with a token of the ServiceAccount the
@@ -9,6 +10,7 @@ operator made."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from .test_broker_lease import kubectl, service_account_token
 __all__ = ["crds", "kubectl", "namespace", "resources"]
 
 BROKER = "orders-broker-0"
+MASTER_SERVICE = f"{BROKER}-master"
 LEASE_MS = 2000
 
 
@@ -69,6 +72,14 @@ def test_replicas_elect_through_the_leases_the_operator_made(
     namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
     brokers: dict[int, ServerProcess] = {}
 
+    def read_slice() -> dict[str, Any]:
+        # raw: the client's model refuses a slice without endpoints (the API server omits [])
+        found = kubernetes.client.DiscoveryV1Api(api).read_namespaced_endpoint_slice(
+            MASTER_SERVICE, ns, _preload_content=False
+        )
+        document: dict[str, Any] = json.loads(found.data)
+        return document
+
     def broker_status() -> dict[str, Any]:
         body = resources.get("brokerclusters", "orders") or {}
         found = ((body.get("status") or {}).get("brokers")) or [{}]
@@ -93,6 +104,13 @@ def test_replicas_elect_through_the_leases_the_operator_made(
             assert lease.metadata.owner_references[0].kind == "BrokerCluster"
             budget = policy.read_namespaced_pod_disruption_budget(BROKER, ns)
             assert budget.spec.selector.match_labels["apps.kubernetes.io/pod-index"] == "0"
+            master_service = core.read_namespaced_service(MASTER_SERVICE, ns)
+            assert master_service.spec.selector is None
+            assert master_service.spec.cluster_ip
+            assert master_service.metadata.owner_references[0].kind == "BrokerCluster"
+            empty = read_slice()  # created empty: the broker's master fills it in
+            assert not empty.get("endpoints")
+            assert empty["metadata"]["ownerReferences"][0]["kind"] == "BrokerCluster"
             assert not exists(
                 lambda: policy.read_namespaced_pod_disruption_budget("orders-broker", ns)
             )
@@ -136,6 +154,8 @@ def test_replicas_elect_through_the_leases_the_operator_made(
                 lambda: core.read_namespaced_service_account("orders-broker", ns),
                 lambda: leases.read_namespaced_lease(BROKER, ns),
                 lambda: policy.read_namespaced_pod_disruption_budget(BROKER, ns),
+                lambda: core.read_namespaced_service(MASTER_SERVICE, ns),
+                read_slice,
             ]
             eventually(lambda: not any(exists(read) for read in gone), 30, "pruned")
             assert exists(lambda: policy.read_namespaced_pod_disruption_budget("orders-broker", ns))

@@ -2,7 +2,9 @@
 pod restarts into the election and the new replica copies its log; SIGKILL of the master's
 process hands the broker to its replica with every acknowledged message, the killed pod
 rejoins as a replica, and a settings change rolls replica first and master last, writes
-pausing only for the hand-over (both pauses are printed and bounded)."""
+pausing only for the hand-over (both pauses are printed and bounded). Apache RocketMQ's Java
+client, refreshing its routes only every 30 s, sends on through a SIGKILL of the master by
+the broker's master Service."""
 
 from __future__ import annotations
 
@@ -12,18 +14,23 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reconsume.client.producer import Producer
 from reconsume.errors import ReconsumeError
+from reconsume.message.ids import parse_offset_msg_id
 from reconsume.message.model import Message
 
+from ..compat.conftest import JavaClient
+from ..compat.driver_support import BackgroundDriver, scenario_args
+from ..compat.java_client_support import client_log
 from .node import Node
 from .support import DEMO_NAMESPACE, get, items, name_server, ready, wait_for
 from .test_brokers import read_topic
-from .workloads import secret_credentials, sign_as
+from .workloads import driver_credentials, secret_credentials, sign_as
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -31,8 +38,13 @@ CLUSTER, TOPIC = "ha", "lifecycle"
 """The cluster of these tests; the topic has the name :func:`read_topic` reads."""
 BROKER = f"{CLUSTER}-broker-0"
 REPLICA = f"{CLUSTER}-broker-r1-0"
+MASTER_SERVICE = f"{BROKER}-master"
 FAILOVER_BOUND_S = 20.0
 HAND_OVER_BOUND_S = 10.0
+JAVA_FAILOVER_BOUND_S = 15.0
+"""Half the Java producer's route refresh: without the master Service it waits for that."""
+JAVA_COUNT = 600
+JAVA_TIMEOUT_S = 240.0
 
 
 @dataclass
@@ -224,3 +236,103 @@ def test_a_replicated_broker_fails_over_and_rolls_without_losing_a_message(
     lost = set(sender.acked) - stored
     print(f"{len(sender.acked)} acknowledged sends, {sender.failures} refused or timed out")
     assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {sorted(lost)[:5]}"
+
+
+def master_service_address(node: Node) -> str:
+    service = get(node, "service", MASTER_SERVICE, DEMO_NAMESPACE)
+    assert service is not None, f"no Service {MASTER_SERVICE}"
+    assert "selector" not in service["spec"]
+    return f"{service['spec']['clusterIP']}:10911"
+
+
+def slice_endpoint(node: Node) -> str | None:
+    """``ip:port`` the master Service's EndpointSlice leads to (None: nowhere yet)."""
+    found = get(node, "endpointslice", MASTER_SERVICE, DEMO_NAMESPACE) or {}
+    endpoints = found.get("endpoints") or []
+    if len(endpoints) != 1:
+        return None
+    return f"{endpoints[0]['addresses'][0]}:{found['ports'][0]['port']}"
+
+
+def pod_ip(node: Node, pod: str) -> str:
+    found = get(node, "pod", pod, DEMO_NAMESPACE)
+    assert found is not None, f"no pod {pod}"
+    return str(found["status"]["podIP"])
+
+
+def test_the_java_client_with_its_default_route_refresh_follows_the_master_service(
+    examples: Node, java_client: JavaClient, tmp_path: Path
+) -> None:
+    """Apache RocketMQ's Java client 4.9.8 with its producer's default 30 s route refresh,
+    through a SIGKILL of the master: routes name the broker's master Service (a cluster IP,
+    not a pod), whose EndpointSlice the master points at its own master port. When the master
+    changes the client's connection breaks, it connects again to the same address and reaches
+    the new master: it sends on within a bound well below its route refresh, and every
+    message it had acknowledged is consumed."""
+    node = examples
+    node.apply(
+        [
+            {
+                "apiVersion": "reconsume.io/v1alpha1",
+                "kind": "BrokerCluster",
+                "metadata": {"name": CLUSTER, "namespace": DEMO_NAMESPACE},
+                "spec": {"brokers": 1, "flush": "Sync", "nameServers": 1, "replicas": 2,
+                         "retentionHours": 48},
+            },
+            {
+                "apiVersion": "reconsume.io/v1alpha1",
+                "kind": "Topic",
+                "metadata": {"name": f"{CLUSTER}-{TOPIC}", "namespace": DEMO_NAMESPACE},
+                "spec": {"cluster": CLUSTER, "topicName": TOPIC, "queues": 2},
+            },
+        ]
+    )  # fmt: skip
+    master, replica = wait_for(lambda: settled(node), 300, "a master and its replica", node)
+    service = master_service_address(node)
+    wait_for(
+        lambda: (
+            slice_endpoint(node) == f"{pod_ip(node, master)}:10912"
+            and broker_entry(node).get("address") == service
+        ),
+        60,
+        "the master Service leading to the master, registered",
+        node,
+    )
+
+    command = java_client.command(
+        "failover",
+        *scenario_args(
+            name_server(node, DEMO_NAMESPACE, CLUSTER),
+            JAVA_TIMEOUT_S,
+            {
+                "topic": TOPIC, "group": "GID_ha_java", "count": JAVA_COUNT, "queues": 2,
+                "pause-ms": 20, "poll-ms": 30_000,
+                **driver_credentials(secret_credentials(node, f"{CLUSTER}-admin")),
+            },
+        ),
+        state_dir=tmp_path / "java",
+    )  # fmt: skip
+    with BackgroundDriver(command) as driver:
+        wait_for(lambda: len(driver.of("sent")) >= 100, 120, "100 sends of the Java client", node)
+        killed_at_ms = time.time() * 1000
+        kill_broker_process(master)
+        driver.finish(JAVA_TIMEOUT_S, lambda: client_log(tmp_path / "java"))
+    # the driver checked that every message it had acknowledged was consumed
+    acked = driver.of("sent")
+    assert len(acked) == JAVA_COUNT
+    after = [e for e in acked if e["sentAt"] > killed_at_ms]
+    assert after, "nothing sent after the kill"
+    resumed_s = (after[0]["ackedAt"] - killed_at_ms) / 1000
+    failed = len(driver.of("sendFailed")) + len(driver.of("sendNotOk"))
+    print(
+        f"Java client, 30 s route refresh: first send acknowledged {resumed_s:.2f} s after "
+        f"the SIGKILL ({failed} sends failed meanwhile)"
+    )
+    assert resumed_s < JAVA_FAILOVER_BOUND_S
+    # The new master took the Service over; the client's last sends are stored on it.
+    wait_for(lambda: settled(node) == (replica, master), 180, "the killed pod rejoins", node)
+    new_ip = pod_ip(node, replica)
+    assert slice_endpoint(node) == f"{new_ip}:10912"
+    assert broker_entry(node)["address"] == service
+    hosts = {str(parse_offset_msg_id(e["offsetMsgId"])[0]) for e in after[-10:]}
+    assert hosts == {f"{new_ip}:10911"}

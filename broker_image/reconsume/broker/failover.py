@@ -20,6 +20,7 @@ from reconsume.broker.context import BrokerContext
 from reconsume.broker.election import Elector, Leadership
 from reconsume.broker.kube_lease import KubeLeaseStore, kube_lease_store
 from reconsume.broker.lease import FileLeaseStore, LeaseStore
+from reconsume.broker.master_endpoint import MasterEndpoint, MasterService
 from reconsume.broker.registration import Registrar
 from reconsume.broker.roles import MasterRole, ReplicaRole, Role
 from reconsume.broker.settings import BrokerSettings, ReplicationMode
@@ -71,8 +72,8 @@ class Failover:
                     leadership.epoch,
                     leadership.master_address,
                 )
-                await self._become(leadership)
-                self.current = leadership
+            await self._become(leadership)  # unchanged: it finishes what is left (a claim)
+            self.current = leadership
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -107,6 +108,8 @@ class RoleKeeper:
         """This broker among those of its name (the lease and the in-sync set use it)."""
         self.role: Role | None = None
         self.failover: Failover | None = None
+        self.master_service: MasterService | None = None
+        """With ``--master-service``: the stable address each master takes on."""
         if settings.election is not None:
             self.failover = Failover(self._elector(), context.store, self.become)
 
@@ -117,13 +120,24 @@ class RoleKeeper:
         store: LeaseStore = FileLeaseStore(where)
         if scheme == "kube":
             # A request that hangs must end well before the master's lease does.
-            store = kube_lease_store(
+            lease = kube_lease_store(
                 where,
                 api=settings.kube_api,
                 token_file=settings.kube_token_file,
                 ca_file=settings.kube_ca_file,
                 timeout_s=min(5.0, max(0.25, duration_s / 4)),
             )
+            if settings.master_service is not None:
+                self.master_service = MasterService(
+                    MasterEndpoint(lease.api, lease.namespace, settings.master_service),
+                    self.server,
+                    self.registrar,
+                    listen_host=settings.listen_host,
+                    port=settings.master_port,
+                    own_address=self.context.address,
+                    identity=self.identity,
+                )
+            store = lease
         return Elector(
             store,
             self.identity,
@@ -175,8 +189,12 @@ class RoleKeeper:
         # a replica registers under an id of its own: with an election its index + 1
         replica_id = settings.broker_id + (1 if self.failover is not None else 0)
         self.registrar.broker_id = 0 if leadership.master else replica_id
+        self.registrar.broker_addr = context.address
+        self.registrar.stable = False
         self.registrar.epoch = leadership.epoch
         self.registrar.topics_changed()
+        if leadership.master and self.master_service is not None:
+            self.master_service.serve(leadership.epoch)
 
     async def become(self, leadership: Leadership) -> None:
         """Failover's hook: change role, or only the master a replica follows."""
@@ -187,7 +205,11 @@ class RoleKeeper:
                 role.follower.master_changed()
             return
         if isinstance(role, MasterRole) and leadership.master:
+            if self.master_service is not None:
+                self.master_service.retry()
             return
+        if self.master_service is not None:
+            await self.master_service.stop()
         if role is not None:
             await role.stop()
         await self._take(leadership)
@@ -201,6 +223,8 @@ class RoleKeeper:
 
     async def stop(self) -> None:
         await self.hand_over()
+        if self.master_service is not None:
+            await self.master_service.stop()
         if self.role is not None:
             await self.role.stop()
             self.role = None
@@ -220,3 +244,6 @@ class RoleKeeper:
                 async with asyncio.timeout(HAND_OVER_WAIT_S):
                     await stored
         await failover.elector.release()
+        if self.master_service is not None:
+            # its clients connect again at once, to the replica that takes the lease over
+            await self.master_service.stop()

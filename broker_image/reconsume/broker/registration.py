@@ -31,6 +31,7 @@ from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.endpoints import RemotingClient
 from reconsume.wire.headers import (
     EPOCH_FIELD,
+    STABLE_ADDRESS_FIELD,
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
 )
@@ -65,6 +66,9 @@ class Registrar:
         self.broker_addr = broker_addr
         self.cluster_name = cluster_name
         self.broker_id = broker_id
+        self.stable = False
+        """Whether ``broker_addr`` is the broker name's stable address (a master Service):
+        it outlives this broker's connections to the name servers."""
         self.epoch = 0
         """The master's epoch when failover runs (0: none); the name server refuses a
         master's registration older than one it has seen for this broker name."""
@@ -146,6 +150,8 @@ class Registrar:
         ext = header.to_ext_fields()
         if self.epoch:
             ext[EPOCH_FIELD] = str(self.epoch)
+        if self.stable:
+            ext[STABLE_ADDRESS_FIELD] = "true"
         await asyncio.gather(
             *(
                 self._invoke(addr, RequestCode.REGISTER_BROKER, ext, body)
@@ -160,9 +166,12 @@ class Registrar:
             cluster_name=self.cluster_name,
             broker_id=self.broker_id,
         )
+        ext = header.to_ext_fields()
+        if self.epoch:
+            ext[EPOCH_FIELD] = str(self.epoch)  # a newer master's registration stays
         await asyncio.gather(
             *(
-                self._invoke(addr, RequestCode.UNREGISTER_BROKER, header.to_ext_fields(), b"")
+                self._invoke(addr, RequestCode.UNREGISTER_BROKER, ext, b"")
                 for addr in self.namesrv_addresses
             )
         )

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from reconsume.broker.kube_api import dns_label_problem
 from reconsume.broker.kube_lease import kube_election_problem
 from reconsume.engine.delays import parse_delay_levels
 from reconsume.errors import InvalidArgumentError
@@ -188,6 +189,32 @@ class BrokerSettings:
         ),
     )
     """The CA that signs the API server's certificate; None: the pod's (else the system's)."""
+    master_service: str | None = field(
+        default=None,
+        metadata=flag(
+            "--master-service",
+            "a Service without a selector, in the kube: election's namespace, whose "
+            "EndpointSlice of the same name the master points at itself: the address it "
+            "registers",
+            empty="none: the master registers its own address",
+        ),
+    )
+    """A stable address for the broker name (:mod:`reconsume.broker.master_endpoint`): the
+    master of the moment registers the Service's cluster IP and points its EndpointSlice at
+    its own pod, so clients' cached routes stay valid through failovers. Only with a
+    ``kube:`` election; replicas register their own address."""
+    master_port: int = field(
+        default=10912,
+        metadata=flag(
+            "--master-port",
+            "with --master-service: the port the master listens on for the Service's clients "
+            "(the EndpointSlice's)",
+        ),
+    )
+    """With ``master_service``: the master, and only the master, listens here too (on the
+    remoting port's host) and closes every connection it took here when it stops being
+    master, so a client that reached a master through the Service is never left talking to
+    a replica."""
     replication_accept_alone: bool = field(
         default=False,
         metadata=flag(
@@ -330,6 +357,16 @@ class BrokerSettings:
         )
         if problem is not None:
             raise _invalid(*problem)
+        if self.master_service is not None:
+            if self.election is None or not self.election.startswith("kube:"):
+                raise _invalid("master_service", "only with a Kubernetes Lease election")
+            problem_text = dns_label_problem(self.master_service)
+            if problem_text is not None:
+                raise _invalid("master_service", problem_text)
+            if not 0 <= self.master_port <= 65535:
+                raise _invalid("master_port", f"{self.master_port} is not 0-65535")
+            if self.master_port and self.master_port == self.listen_port:
+                raise _invalid("master_port", "is the remoting port")
         if self.master_address is not None:
             if not self.broker_id:
                 raise _invalid("master_address", "a master (broker_id 0) follows no master")

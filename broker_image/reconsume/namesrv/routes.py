@@ -93,6 +93,12 @@ class RouteTable:
         self.master_epochs[broker_name] = (epoch, broker_addr)
         return None
 
+    def newer_master(self, broker_name: str, epoch: int) -> bool:
+        """Whether a master of an epoch newer than ``epoch`` has registered (never for a
+        broker that sends no epoch)."""
+        known = self.master_epochs.get(broker_name)
+        return bool(epoch) and known is not None and known[0] > epoch
+
     def register(
         self,
         *,

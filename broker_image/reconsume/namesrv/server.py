@@ -21,6 +21,7 @@ from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.endpoints import RemotingServer
 from reconsume.wire.headers import (
     EPOCH_FIELD,
+    STABLE_ADDRESS_FIELD,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
@@ -137,7 +138,8 @@ class NameServer:
             topics=topics,
             data_version=data_version,
             now_s=time.monotonic(),
-            connection_id=id(connection),
+            # a stable address outlives this connection: kept when it closes
+            connection_id=None if _stable(request) else id(connection),
         )
         response = RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
@@ -146,6 +148,16 @@ class NameServer:
 
     def _unregister(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
         header = UnregisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
+        if header.broker_id == MASTER_ID and self.routes.newer_master(
+            header.broker_name, _epoch(request)
+        ):
+            log.info(
+                "kept %s of broker %s: a master newer than epoch %d registered it",
+                header.broker_addr,
+                header.broker_name,
+                _epoch(request),
+            )
+            return request.respond()
         self.routes.unregister(
             cluster=header.cluster_name,
             broker_addr=header.broker_addr,
@@ -211,6 +223,10 @@ class NameServer:
         header = GetKVConfigRequestHeader.from_ext_fields(request.ext_fields)
         self.kv.get(header.namespace, {}).pop(header.key, None)
         return request.respond()
+
+
+def _stable(request: RemotingCommand) -> bool:
+    return request.ext_fields.get(STABLE_ADDRESS_FIELD) == "true"
 
 
 def _epoch(request: RemotingCommand) -> int:

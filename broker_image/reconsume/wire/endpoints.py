@@ -40,10 +40,33 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self.tls: TlsListener | None = None
         """Accepts instead of an asyncio server when TLS is on (its counters)."""
-        if tls is not None and tls.enabled:
-            self.tls = TlsListener(tls, self._new_connection, dispatcher.name)
+        self._tls_config = tls if tls is not None and tls.enabled else None
+        if self._tls_config is not None:
+            self.tls = TlsListener(self._tls_config, self._new_connection, dispatcher.name)
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
+        self._sides: set[SideListener] = set()
+
+    async def listen_also(self, host: str, port: int) -> SideListener:
+        """Listen on another port as well (0 picks one): its connections are this server's
+        (same dispatcher, frame limit and TLS, in :attr:`connections`, told to
+        :attr:`on_disconnect`), and :meth:`SideListener.close` stops it and ends them."""
+        side = SideListener(self)
+
+        def factory() -> Connection:
+            connection = self._new_connection()
+            side.connections.add(connection)
+            return connection
+
+        if self._tls_config is not None:
+            side.tls = TlsListener(self._tls_config, factory, f"{self.dispatcher.name}-side")
+            side.port = side.tls.start(host, port)
+        else:
+            loop = asyncio.get_running_loop()
+            side.server = await loop.create_server(factory, host, port, reuse_address=True)
+            side.port = int(side.server.sockets[0].getsockname()[1])
+        self._sides.add(side)
+        return side
 
     async def start(self, host: str, port: int, *, start_serving: bool = True) -> int:
         """Listen on ``host:port`` (port 0 picks one); returns the port. With
@@ -72,6 +95,8 @@ class RemotingServer:
 
     def _closed(self, connection: Connection) -> None:
         self.connections.discard(connection)
+        for side in self._sides:
+            side.connections.discard(connection)
         for callback in self.on_disconnect:
             callback(connection)
 
@@ -83,6 +108,8 @@ class RemotingServer:
 
     async def stop(self) -> None:
         """Stop accepting and close every connection."""
+        for side in list(self._sides):
+            await side.close()
         self.stop_accepting()
         if self.tls is not None:  # connections in their handshake first
             await self.tls.wait_closed()
@@ -90,6 +117,32 @@ class RemotingServer:
             await connection.aclose()
         if self._server is not None:
             await self._server.wait_closed()
+
+
+class SideListener:
+    """A :class:`RemotingServer`'s other port (:meth:`RemotingServer.listen_also`)."""
+
+    def __init__(self, owner: RemotingServer) -> None:
+        self._owner = owner
+        self.port = 0
+        self.server: asyncio.Server | None = None
+        self.tls: TlsListener | None = None
+        self.connections: set[Connection] = set()
+        """Open connections accepted on this port."""
+
+    async def close(self) -> None:
+        """Stop accepting and close every connection accepted here (their requests that
+        wait are answered to nobody)."""
+        self._owner._sides.discard(self)
+        if self.tls is not None:
+            self.tls.close()
+            await self.tls.wait_closed()
+        if self.server is not None:
+            self.server.close()
+        for connection in list(self.connections):
+            await connection.aclose()
+        if self.server is not None:
+            await self.server.wait_closed()
 
 
 class RemotingClient:

@@ -153,8 +153,15 @@ def _compile_writer(spec: tuple[tuple[str, str, str, bool], ...]) -> Any:
 
 # ------------------------------------------------------------------ name server
 EPOCH_FIELD = "reconsumeEpoch"
-"""REGISTER_BROKER header field a failover-run broker adds: its master epoch. Apache
-RocketMQ's name servers ignore it; reconsume's refuse a master older than one they have seen."""
+"""REGISTER_BROKER and UNREGISTER_BROKER header field a failover-run broker adds: its master
+epoch. Apache RocketMQ's name servers ignore it; reconsume's refuse a master older than one
+they have seen, and ignore the unregistration of a master address that a newer master has
+registered (the same address: a master Service)."""
+STABLE_ADDRESS_FIELD = "reconsumeStableAddress"
+"""REGISTER_BROKER header field (``true``) of a master registering its broker name's stable
+address (a Kubernetes master Service): the address outlives the registering connection, so a
+name server keeps it when that connection closes (until the expiry, or the next master
+registers it) instead of dropping it from routes while a replica takes over."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

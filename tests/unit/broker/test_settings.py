@@ -55,6 +55,13 @@ def test_defaults_are_valid() -> None:
             "the lease names the master",
         ),
         ({"election": "file:l", "lease_duration_ms": 10}, "lease_duration_ms", "at least 300"),
+        ({"master_service": "m"}, "master_service", "only with a Kubernetes Lease election"),
+        (
+            {"election": "file:l", "master_service": "m"},
+            "master_service",
+            "only with a Kubernetes Lease election",
+        ),
+        ({"election": "kube:b", "master_service": "B_1"}, "master_service", "is not a DNS label"),
         ({"default_topic_queue_nums": 0}, "default_topic_queue_nums", "is not 1-1024"),
         ({"default_topic_queue_nums": 1025}, "default_topic_queue_nums", "is not 1-1024"),
         ({"flush_mode": "sync"}, "flush_mode", "is not Async or Sync"),

@@ -123,10 +123,10 @@ def test_the_policy_comes_first_and_is_named_after_the_cluster() -> None:
 def test_every_kind_of_traffic_has_its_rule() -> None:
     spec = policy_of(enabled=True, clients=[APP, OFFICE], metricsFrom=[MONITORING])["spec"]
     clients, metrics, own, runs, operator = spec["ingress"]
-    assert (clients["from"], ports(clients)) == ([APP, OFFICE], {9876, 10911, 8081})
+    assert (clients["from"], ports(clients)) == ([APP, OFFICE], {9876, 10911, 10912, 8081})
     assert (metrics["from"], ports(metrics)) == ([MONITORING], {8080})
     assert own == {"from": [{"podSelector": spec["podSelector"]}]}  # every port
-    assert ports(runs) == ports(operator) == {9876, 10911}
+    assert ports(runs) == ports(operator) == {9876, 10911, 10912}
     (run_pods,) = runs["from"]
     assert run_pods == {
         "podSelector": {"matchExpressions": [{"key": JOB_LABEL, "operator": "Exists"}]}
@@ -145,11 +145,11 @@ def test_empty_peer_lists_admit_any_source_and_an_unknown_operator_gets_no_rule(
     spec = policy_of(None, enabled=True)["spec"]
     clients, metrics, own, runs = spec["ingress"]
     assert "from" not in clients
-    assert ports(clients) == {9876, 10911, 8081}
+    assert ports(clients) == {9876, 10911, 10912, 8081}
     assert "from" not in metrics
     assert ports(metrics) == {8080}
     assert ports(own) is None
-    assert ports(runs) == {9876, 10911}
+    assert ports(runs) == {9876, 10911, 10912}
 
 
 def test_the_peers_are_copies() -> None:
@@ -182,7 +182,7 @@ def test_it_selects_the_name_servers_and_brokers_and_nothing_else(replicas: int)
 
 def test_the_ports_are_the_ones_the_pods_serve() -> None:
     """A port added to the pods without a rule would be closed by the policy."""
-    objects = children(cluster_spec(resource(networkPolicy={"enabled": True}), "img:1"))
+    objects = children(cluster_spec(resource(networkPolicy={"enabled": True}, replicas=2), "img:1"))
     served = {
         port["containerPort"]
         for o in objects

@@ -8,6 +8,7 @@ from typing import Any
 from reconsume.topology.clusters import cluster_spec
 from reconsume_operator.broker_pods import leases
 from reconsume_operator.children import children
+from reconsume_operator.master_services import master_slices
 from reconsume_operator.naming import POD_INDEX_LABEL, REPLICA_LABEL, pod_name
 
 from .test_children import by_kind, resource
@@ -45,6 +46,7 @@ def test_replica_pods_elect_their_broker_master_through_its_lease() -> None:
         assert flag(args, "--election") == "kube:$(BROKER_NAME)"
         assert flag(args, "--replication") == "Async"
         assert flag(args, "--replicas") == "3"
+        assert flag(args, "--master-service") == "$(BROKER_NAME)-master"
         env = {e["name"]: e for e in container["env"]}
         assert env["BROKER_NAME"]["value"] == "orders-broker-$(BROKER_INDEX)"
         index = env["BROKER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
@@ -59,12 +61,25 @@ def test_replica_pods_elect_their_broker_master_through_its_lease() -> None:
         assert (REPLICA_LABEL in selector) == (replica > 0)
 
 
-def test_the_brokers_may_only_get_and_update_their_own_leases() -> None:
+def test_the_brokers_may_only_get_and_update_their_own_leases_and_master_endpoints() -> None:
     objects = by_kind(replicated())
-    (rule,) = objects[("Role", "orders-broker-leases")]["rules"]
+    rule, services, slices = objects[("Role", "orders-broker-leases")]["rules"]
     assert rule["resources"] == ["leases"]
     assert rule["verbs"] == ["get", "update"]
     assert rule["resourceNames"] == ["orders-broker-0", "orders-broker-1"]
+    masters = ["orders-broker-0-master", "orders-broker-1-master"]
+    assert services == {
+        "apiGroups": [""],
+        "resources": ["services"],
+        "resourceNames": masters,
+        "verbs": ["get"],
+    }
+    assert slices == {
+        "apiGroups": ["discovery.k8s.io"],
+        "resources": ["endpointslices"],
+        "resourceNames": masters,
+        "verbs": ["get", "update"],
+    }
     binding = objects[("RoleBinding", "orders-broker-leases")]
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "orders-broker", "namespace": "shop"}
@@ -93,3 +108,26 @@ def test_one_replica_keeps_the_objects_of_a_cluster_without_replicas() -> None:
     assert "updateStrategy" not in sts
     assert "--election" not in sts["template"]["spec"]["containers"][0]["args"]
     assert leases(cluster_spec(resource(), "img:1"), 2) == []
+    assert master_slices(cluster_spec(resource(), "img:1"), 2) == []
+
+
+def test_each_broker_has_a_master_service_whose_slice_the_brokers_write() -> None:
+    """A Service without a selector per broker (kube-proxy routes it by the slice alone) and
+    its slice, empty, tied to it by the label kube-proxy reads, marked as not the EndpointSlice
+    controller's."""
+    objects = by_kind(replicated())
+    services = {name for kind, name in objects if kind == "Service" and name.endswith("-master")}
+    assert services == {"orders-broker-0-master", "orders-broker-1-master"}
+    service = objects[("Service", "orders-broker-1-master")]
+    assert "selector" not in service["spec"]
+    assert service["spec"]["ports"] == [{"name": "broker", "port": 10911, "protocol": "TCP"}]
+    assert service["metadata"]["labels"]["app.kubernetes.io/instance"] == "orders"
+    slices = master_slices(cluster_spec(resource(replicas=2, brokers=2), "img:1"), 2)
+    assert [s["metadata"]["name"] for s in slices] == sorted(services)
+    labels = slices[1]["metadata"]["labels"]
+    assert labels["kubernetes.io/service-name"] == "orders-broker-1-master"
+    assert labels["endpointslice.kubernetes.io/managed-by"] != "endpointslice-controller.k8s.io"
+    assert labels["app.kubernetes.io/managed-by"] == "reconsume-operator"  # pruned by it
+    assert slices[1]["endpoints"] == []
+    # the master port: only the master listens there
+    assert slices[1]["ports"] == [{"name": "broker", "port": 10912, "protocol": "TCP"}]

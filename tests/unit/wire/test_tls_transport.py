@@ -280,3 +280,24 @@ def test_a_silent_or_vanishing_peer_is_no_trouble(
                 silent.close()
 
     run(loop_factory, main())
+
+
+@LOOPS
+def test_a_side_port_speaks_tls_as_the_main_one(
+    loop_factory: LoopFactory, ca: CertAuthority
+) -> None:
+    """A master port (``listen_also``) of a server with TLS enforced: TLS clients are served,
+    plaintext ones refused, and closing it refuses everyone there."""
+
+    async def main() -> None:
+        async with serving(config_of(ca, TlsMode.ENFORCING)) as (server, address):
+            side = await server.listen_also("127.0.0.1", 0)
+            other = f"127.0.0.1:{side.port}"
+            tls = client_context(str(ca.ca_file))
+            assert await served(other, tls)
+            assert await refused(other, None)
+            await side.close()
+            assert await refused(other, tls)
+            assert await served(address, tls)
+
+    run(loop_factory, main())

@@ -599,3 +599,30 @@ def test_a_cancel_arriving_as_a_connection_attempt_fails_stops_the_task() -> Non
         assert task.cancelled()
 
     run(scenario())
+
+
+def test_a_side_port_serves_as_the_server_and_closing_it_ends_only_its_connections() -> None:
+    """What a replicated broker's master port is (``RemotingServer.listen_also``): the same
+    dispatcher, its connections among the server's and told to ``on_disconnect``; closed,
+    it refuses new connections and ends its own, the main port's stay."""
+
+    async def scenario() -> None:
+        async with serving() as (server, main), client() as remoting:
+            ended: list[Connection] = []
+            server.on_disconnect.append(ended.append)
+            side = await server.listen_also("127.0.0.1", 0)
+            other = f"127.0.0.1:{side.port}"
+            for address in (main, other):
+                answer = await remoting.invoke(address, RemotingCommand.request(ECHO), 5)
+                assert (answer.remark or "").startswith("echo from")
+            assert len(server.connections) == 2
+            (taken,) = side.connections
+            await side.close()
+            await eventually_async(lambda: ended == [taken], DEADLINE_S, "the side's ended")
+            assert len(server.connections) == 1
+            with pytest.raises(RemotingConnectError):
+                await remoting.invoke(other, RemotingCommand.request(ECHO), 5)
+            answer = await remoting.invoke(main, RemotingCommand.request(ECHO), 5)
+            assert answer.code == ResponseCode.SUCCESS
+
+    run(scenario())

@@ -1,0 +1,88 @@
+"""Each replicated broker's stable address: the Service ``<broker>-master`` without a selector
+and its one EndpointSlice of the same name, which the broker's master of the moment points at
+its own pod's master port (``--master-service``, ``--master-port``,
+:mod:`reconsume.broker.master_endpoint`) and registers with the name servers by the Service's
+cluster IP and port 10911. RocketMQ 4.x clients cache routes for 30 s: with
+the pod address in them a failover or a rolling update's hand-over left them writing to the old
+master until then; with this one they reconnect to the same address and reach the new master.
+
+The operator creates both; it applies the Service on every pass but creates the slice only when
+it is missing and never writes it again (the brokers do). Brokers may only get their Services
+and get and update their slices (the rules of :func:`endpoint_rules`, in the Role of their
+Leases).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconsume.topology.clusters import ClusterSpec
+from reconsume_operator.naming import BROKER_MASTER_PORT, BROKER_PORT, broker_names, meta
+
+DISCOVERY_API = "discovery.k8s.io/v1"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+"""The label that ties an EndpointSlice to its Service (kube-proxy and DNS read it)."""
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+MANAGED_BY = "reconsume-broker"
+"""Not the EndpointSlice controller's value: it leaves the slice alone."""
+COMPONENT = "broker-master"
+
+
+def master_service_name(broker: str) -> str:
+    """The stable Service of the broker named ``broker`` (``<cluster>-broker-N``)."""
+    return f"{broker}-master"
+
+
+def master_services(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
+    """One Service per broker, without a selector: its endpoints are the slice's."""
+    if not spec.replicated:
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta(master_service_name(broker), spec, COMPONENT),
+            "spec": {
+                "type": "ClusterIP",
+                "ports": [{"name": "broker", "port": BROKER_PORT, "protocol": "TCP"}],
+            },
+        }
+        for broker in broker_names(spec.name, count)
+    ]
+
+
+def master_slices(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
+    """The Services' slices as the operator creates them: no endpoint until a master claims
+    one, on its master port (created when missing, never updated)."""
+    if not spec.replicated:
+        return []
+    slices = []
+    for broker in broker_names(spec.name, count):
+        name = master_service_name(broker)
+        metadata = meta(name, spec, COMPONENT)
+        metadata["labels"] |= {SERVICE_NAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY}
+        slices.append(
+            {
+                "apiVersion": DISCOVERY_API,
+                "kind": "EndpointSlice",
+                "metadata": metadata,
+                "addressType": "IPv4",
+                "endpoints": [],
+                "ports": [{"name": "broker", "port": BROKER_MASTER_PORT, "protocol": "TCP"}],
+            }
+        )
+    return slices
+
+
+def endpoint_rules(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
+    """What the brokers need of their Services and slices, by name."""
+    names = [master_service_name(broker) for broker in broker_names(spec.name, count)]
+    return [
+        {"apiGroups": [""], "resources": ["services"], "resourceNames": names, "verbs": ["get"]},
+        {
+            "apiGroups": ["discovery.k8s.io"],
+            "resources": ["endpointslices"],
+            "resourceNames": names,
+            "verbs": ["get", "update"],
+        },
+    ]

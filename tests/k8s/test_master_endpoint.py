@@ -1,0 +1,109 @@
+"""A broker's master Service on a real kube-apiserver: the objects the operator creates for a
+replicated broker (a Service without a selector, its empty EndpointSlice), claimed by masters
+with exactly the Role the operator gives brokers. A claim points the slice at the master's pod
+and answers the Service's cluster IP; a newer epoch's claim wins over an older one, which is
+then fenced; a Service the Role does not name is refused with what the broker needs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+
+from reconsume.broker.kube_api import KubeAccessError, KubeApi, KubeCredentials
+from reconsume.broker.master_endpoint import EPOCH, HOLDER, EndpointFenced, MasterEndpoint
+from reconsume.message.address import HostAddress
+from reconsume.topology.clusters import cluster_spec
+from reconsume_operator.master_services import endpoint_rules, master_services, master_slices
+
+from ..polling import eventually
+from ..unit.operator.test_children import resource
+from .control_plane import ControlPlane
+from .test_broker_lease import service_account_token
+
+POD_A = HostAddress.parse("10.244.0.7:10911")
+POD_B = HostAddress.parse("10.244.0.9:10911")
+
+
+@pytest.fixture
+def namespace(api: kubernetes.client.ApiClient) -> str:
+    name = f"master-{uuid.uuid4().hex[:8]}"
+    body = kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=name))
+    kubernetes.client.CoreV1Api(api).create_namespace(body)
+    return name
+
+
+def endpoint(control_plane: ControlPlane, namespace: str, name: str, token: Path) -> MasterEndpoint:
+    credentials = KubeCredentials.resolve(
+        control_plane.server, str(token), str(control_plane.credentials.ca_cert)
+    )
+    return MasterEndpoint(KubeApi(credentials, 5.0), namespace, name)
+
+
+def slice_of(api: kubernetes.client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    # raw: the client's model refuses a slice without endpoints (the API server omits [])
+    found = kubernetes.client.DiscoveryV1Api(api).read_namespaced_endpoint_slice(
+        name, namespace, _preload_content=False
+    )
+    document: dict[str, Any] = json.loads(found.data)
+    return document
+
+
+def claimable(master: MasterEndpoint) -> bool:
+    """Whether the Role applies yet (a new RoleBinding takes a moment)."""
+    try:
+        master.address()
+    except KubeAccessError:
+        return False
+    return True
+
+
+def test_masters_claim_the_service_by_epoch_with_only_the_brokers_role(
+    api: kubernetes.client.ApiClient, control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    body = resource(replicas=2, brokers=1)
+    body["metadata"]["namespace"] = namespace
+    spec = cluster_spec(body, "img:1")
+    (service,) = master_services(spec, 1)
+    (empty,) = master_slices(spec, 1)
+    name = service["metadata"]["name"]
+    assert name == "orders-broker-0-master"
+    created = kubernetes.client.CoreV1Api(api).create_namespaced_service(namespace, service)
+    cluster_ip = created.spec.cluster_ip
+    kubernetes.client.DiscoveryV1Api(api).create_namespaced_endpoint_slice(
+        namespace, empty, _preload_content=False
+    )
+    assert not slice_of(api, namespace, name).get("endpoints")  # none until a master claims it
+    token = service_account_token(
+        api, control_plane, namespace, "broker", endpoint_rules(spec, 1), tmp_path / "token"
+    )
+    master = endpoint(control_plane, namespace, name, token)
+    eventually(lambda: claimable(master), 10, "the Role applies")
+
+    first = master.claim(POD_A, 2, "orders-broker-0-0")
+    assert (first.address, first.previous) == (f"{cluster_ip}:10911", None)
+    found = slice_of(api, namespace, name)
+    assert [e["addresses"] for e in found["endpoints"]] == [["10.244.0.7"]]
+    assert found["endpoints"][0]["conditions"]["ready"] is True
+    assert found["ports"] == [{"name": "broker", "port": 10911, "protocol": "TCP"}]
+    assert found["metadata"]["annotations"] == {EPOCH: "2", HOLDER: "orders-broker-0-0"}
+    assert found["metadata"]["labels"]["kubernetes.io/service-name"] == name
+
+    # The replica that took over in epoch 3 claims it; the deposed master's late claim for
+    # epoch 2 is fenced and changes nothing.
+    second = master.claim(POD_B, 3, "orders-broker-0-1")
+    assert second.previous == "10.244.0.7"
+    with pytest.raises(EndpointFenced, match="epoch 3, newer than this broker's 2"):
+        master.claim(POD_A, 2, "orders-broker-0-0")
+    found = slice_of(api, namespace, name)
+    assert [e["addresses"] for e in found["endpoints"]] == [["10.244.0.9"]]
+    assert found["metadata"]["annotations"][EPOCH] == "3"
+
+    # The Role names the broker's own Service only.
+    other = endpoint(control_plane, namespace, "orders-broker-1-master", token)
+    with pytest.raises(KubeAccessError, match="get on the Service and get and update"):
+        other.claim(POD_A, 4, "orders-broker-1-0")
