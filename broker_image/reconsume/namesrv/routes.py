@@ -79,13 +79,18 @@ class RouteTable:
         """Per broker name: the newest master epoch registered and its address."""
 
     # ------------------------------------------------------------------ registration
-    def stale_master(self, broker_name: str, broker_addr: str, epoch: int) -> str | None:
-        """Why a master's registration in ``epoch`` is refused (a newer master was seen), or
-        None; accepting it records the epoch. Brokers that send no epoch are not judged."""
+    def stale_master(
+        self, broker_name: str, broker_addr: str, epoch: int, *, stable: bool = False
+    ) -> str | None:
+        """Why a master's registration in ``epoch`` is refused (a newer master was seen, or
+        another address in the same epoch), or None; accepting it records the epoch. Brokers
+        that send no epoch are not judged. A ``stable`` address (a master Service) may
+        replace the address of its own epoch: the master moves to it once it has claimed it."""
         if not epoch:
             return None
         known = self.master_epochs.get(broker_name)
-        if known is not None and (epoch, broker_addr) != known and epoch <= known[0]:
+        moving = stable and known is not None and epoch == known[0]
+        if known is not None and (epoch, broker_addr) != known and epoch <= known[0] and not moving:
             return (
                 f"broker {broker_name}: {broker_addr} registers as master in epoch {epoch}, "
                 f"{known[1]} was master in epoch {known[0]}"

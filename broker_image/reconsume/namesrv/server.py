@@ -125,7 +125,9 @@ class NameServer:
         topics, data_version = _topics_from_body(request.body)
         if header.broker_id == MASTER_ID:
             epoch = _epoch(request)
-            stale = self.routes.stale_master(header.broker_name, header.broker_addr, epoch)
+            stale = self.routes.stale_master(
+                header.broker_name, header.broker_addr, epoch, stable=_stable(request)
+            )
             if stale is not None:
                 log.warning("refused a registration: %s", stale)
                 return request.respond(ResponseCode.SYSTEM_ERROR, stale)

@@ -140,4 +140,8 @@ def test_a_master_older_than_one_seen_is_refused() -> None:
         "broker b: 10.0.0.1:1 registers as master in epoch 1, 10.0.0.2:1 was master in epoch 2"
     )
     assert table.stale_master("b", "10.0.0.3:1", 2) is not None  # one master per epoch
+    # ... but the master of an epoch may move to its broker name's stable address
+    assert table.stale_master("b", "10.96.0.9:10911", 2, stable=True) is None
+    assert table.stale_master("b", "10.0.0.2:1", 2) is not None  # and not back
+    assert table.stale_master("b", "10.96.0.8:10911", 1, stable=True) is not None
     assert table.stale_master("other", "10.0.0.1:1", 1) is None
