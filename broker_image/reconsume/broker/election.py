@@ -192,6 +192,7 @@ class Elector:
         record = self.record
         if self.master:
             return Leadership(True, self.epoch, self.address)
-        if record is None or record.holder is None:
+        if record is None or record.holder in (None, self.identity):
+            # nobody holds it, or this broker did before it restarted: nobody to follow yet
             return Leadership(False, self.epoch, None)
         return Leadership(False, self.epoch, record.address)

@@ -179,10 +179,13 @@ def test_a_restarted_master_leaves_the_lease_to_its_in_sync_replica(tmp_path: Pa
     assert run(a.record_in_sync(frozenset({"b"})))
     run(b.step())
     restarted = elector(lease, clock, "a", preferred=True)  # a's process again, at once
-    assert not run(restarted.step()).master
+    waiting = run(restarted.step())
+    # the lease still names a's address: nobody to follow (not itself) until b takes over
+    assert (waiting.master, waiting.master_address) == (False, None)
     clock.now += 7  # a's lease expired by b's clock
     assert run(b.step()).master
-    assert not run(restarted.step()).master
+    following = run(restarted.step())
+    assert (following.master, following.master_address) == (False, b.address)
     # Alone (nobody in sync), a restarted master takes its lease back at once.
     lone = tmp_path / "lone.json"
     c = elector(lone, clock, "c", preferred=True)
