@@ -7,7 +7,6 @@ then fenced; a Service the Role does not name is refused with what the broker ne
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,12 @@ from reconsume_operator.master_services import endpoint_rules, master_services, 
 from ..polling import eventually
 from ..unit.operator.test_children import resource
 from .control_plane import ControlPlane
-from .test_broker_lease import service_account_token
+from .test_broker_lease import namespace, service_account_token
+
+__all__ = ["namespace"]
 
 POD_A = HostAddress.parse("10.244.0.7:10911")
 POD_B = HostAddress.parse("10.244.0.9:10911")
-
-
-@pytest.fixture
-def namespace(api: kubernetes.client.ApiClient) -> str:
-    name = f"master-{uuid.uuid4().hex[:8]}"
-    body = kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=name))
-    kubernetes.client.CoreV1Api(api).create_namespace(body)
-    return name
 
 
 def endpoint(control_plane: ControlPlane, namespace: str, name: str, token: Path) -> MasterEndpoint:
