@@ -265,7 +265,7 @@ class Broker:
         routes = Routes(
             client,
             self.settings.namesrv_addresses,
-            lambda: (self.address, self.grpc_address),
+            lambda: (self._registered_as(), self.grpc_address),
             lambda topic: self.context.topic(topic),
         )
         service = MessagingService(self.dispatcher, lambda: self.context, routes, self.acl_guard)
@@ -278,6 +278,14 @@ class Broker:
         self._messaging = service
         self.grpc_address = str(HostAddress(store_host.ip, port))
         log.info("broker %s serving gRPC on %s", self.settings.broker_name, self.grpc_address)
+
+    def _registered_as(self) -> tuple[str, ...]:
+        """The remoting addresses routes may name this broker by: its own and, as master, its
+        master Service's (``--master-service``)."""
+        registrar = self._registrar
+        if registrar is None or registrar.broker_addr == self.address:
+            return (self.address,)
+        return (self.address, registrar.broker_addr)
 
     def _topic_wrapper(self) -> dict[str, Any]:
         """``TopicConfigSerializeWrapper``: the topic table and its data version."""

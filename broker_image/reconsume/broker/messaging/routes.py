@@ -4,7 +4,9 @@ own broker's gRPC endpoint.
 Queue permissions and ids follow Apache RocketMQ's proxy (``RouteActivity``): per broker, the
 read-only queues first, then the write-only, then the read-write ones. A broker's gRPC
 endpoint is the ``grpcAddress`` of its GET_BROKER_RUNTIME_INFO, asked once per address and
-kept; a broker without one (it serves no gRPC) is left out of the route. A topic's accepted
+kept for :data:`GRPC_ADDRESS_TTL_S` (a replicated broker's master registers its master
+Service's address, which leads to another broker after a failover); a broker without one (it
+serves no gRPC) is left out of the route. A topic's accepted
 message types are its ``message.type`` attribute (RocketMQ 5's); a topic without one — made by
 4.x tooling or auto-created — accepts every type, as it does over the remoting protocol.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -100,6 +103,10 @@ def queues_of(
     return found
 
 
+GRPC_ADDRESS_TTL_S = 10.0
+"""How long a broker's gRPC endpoint is kept before it is asked again."""
+
+
 class Routes:
     """Routes from the name servers, with the gRPC endpoints of their brokers."""
 
@@ -107,15 +114,19 @@ class Routes:
         self,
         client: RemotingClient,
         namesrv_addresses: Sequence[str],
-        own: Callable[[], tuple[str, str]],
+        own: Callable[[], tuple[Sequence[str], str]],
         topic_config: Callable[[str], TopicConfig | None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
         self._namesrv = list(namesrv_addresses)
         self._own = own
-        """(remoting address, gRPC address) of this broker."""
+        """(the remoting addresses this broker is registered by — its own, and as master its
+        master Service's —, its gRPC address)."""
         self._topic_config = topic_config
-        self._grpc: dict[str, str | None] = {}
+        self._clock = clock
+        self._grpc: dict[str, tuple[str | None, float]] = {}
+        """Per remoting address: its gRPC address and until when it is kept."""
 
     async def _route(self, topic: str) -> dict[str, Any]:
         header = GetRouteInfoRequestHeader(topic, True).to_ext_fields()
@@ -138,10 +149,12 @@ class Routes:
 
     async def _grpc_address(self, remoting: str) -> str | None:
         own_remoting, own_grpc = self._own()
-        if remoting == own_remoting:
+        if remoting in own_remoting:
             return own_grpc
-        if remoting in self._grpc:
-            return self._grpc[remoting]
+        now = self._clock()
+        kept = self._grpc.get(remoting)
+        if kept is not None and now < kept[1]:
+            return kept[0]
         request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
         try:
             response = await self._client.invoke(remoting, request, TIMEOUT_S)
@@ -150,8 +163,9 @@ class Routes:
             return None  # not kept: asked again next time
         table = json.loads(response.body or b"{}").get("table") or {}
         found = table.get("grpcAddress")
-        self._grpc[remoting] = str(found) if found else None
-        return self._grpc[remoting]
+        grpc = str(found) if found else None
+        self._grpc[remoting] = (grpc, now + GRPC_ADDRESS_TTL_S)
+        return grpc
 
     async def _brokers(self, route: Mapping[str, Any]) -> dict[str, dict[int, pb.Broker]]:
         brokers: dict[str, dict[int, pb.Broker]] = {}
