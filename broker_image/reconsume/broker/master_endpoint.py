@@ -225,10 +225,12 @@ class MasterService:
     async def _take(self, epoch: int) -> None:
         if self._side is None:
             try:
+                # held before anything is awaited after binding: stop() closes it
                 self._side = await self._server.listen_also(self._listen_host, self._port)
             except OSError as exc:
                 self._problem(f"cannot listen on the master port {self._port}: {exc}")
                 return  # served by its own address meanwhile
+            await self._side.start_serving()
         await self._claim(epoch)
 
     def _problem(self, problem: str) -> None:

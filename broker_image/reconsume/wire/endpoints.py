@@ -50,7 +50,10 @@ class RemotingServer:
     async def listen_also(self, host: str, port: int) -> SideListener:
         """Listen on another port as well (0 picks one): its connections are this server's
         (same dispatcher, frame limit and TLS, in :attr:`connections`, told to
-        :attr:`on_disconnect`), and :meth:`SideListener.close` stops it and ends them."""
+        :attr:`on_disconnect`), and :meth:`SideListener.close` stops it and ends them. The
+        port is bound when this returns, and nothing is awaited after binding: a caller
+        cancelled meanwhile leaves no listener behind that it does not hold. Connections are
+        taken from :meth:`SideListener.start_serving` on."""
         side = SideListener(self)
 
         def factory() -> Connection:
@@ -60,10 +63,12 @@ class RemotingServer:
 
         if self._tls_config is not None:
             side.tls = TlsListener(self._tls_config, factory, f"{self.dispatcher.name}-side")
-            side.port = side.tls.start(host, port)
+            side.port = side.tls.start(host, port, start_serving=False)
         else:
             loop = asyncio.get_running_loop()
-            side.server = await loop.create_server(factory, host, port, reuse_address=True)
+            side.server = await loop.create_server(
+                factory, host, port, reuse_address=True, start_serving=False
+            )
             side.port = int(side.server.sockets[0].getsockname()[1])
         self._sides.add(side)
         return side
@@ -129,6 +134,12 @@ class SideListener:
         self.tls: TlsListener | None = None
         self.connections: set[Connection] = set()
         """Open connections accepted on this port."""
+
+    async def start_serving(self) -> None:
+        if self.tls is not None:
+            self.tls.start_serving()
+        if self.server is not None:
+            await self.server.start_serving()
 
     async def close(self) -> None:
         """Stop accepting and close every connection accepted here (their requests that

@@ -292,6 +292,7 @@ def test_a_side_port_speaks_tls_as_the_main_one(
     async def main() -> None:
         async with serving(config_of(ca, TlsMode.ENFORCING)) as (server, address):
             side = await server.listen_also("127.0.0.1", 0)
+            await side.start_serving()
             other = f"127.0.0.1:{side.port}"
             tls = client_context(str(ca.ca_file))
             assert await served(other, tls)

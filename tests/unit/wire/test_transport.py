@@ -611,6 +611,7 @@ def test_a_side_port_serves_as_the_server_and_closing_it_ends_only_its_connectio
             ended: list[Connection] = []
             server.on_disconnect.append(ended.append)
             side = await server.listen_also("127.0.0.1", 0)
+            await side.start_serving()
             other = f"127.0.0.1:{side.port}"
             for address in (main, other):
                 answer = await remoting.invoke(address, RemotingCommand.request(ECHO), 5)
