@@ -27,13 +27,18 @@ kubelet's (or a test's) SIGKILL leaves nothing to read."""
 
 def _report_tasks(after_s: float) -> None:
     log.warning("still stopping after %.1fs; pending tasks:", after_s)
+    lines: list[str] = []
     for task in asyncio.all_tasks():
-        print(f"{task!r} waits in:", file=sys.stderr)
+        lines.append(f"{task!r} waits in:")
         awaited: object = task.get_coro()
         while frame := getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None):
             code = frame.f_code
-            print(f"  {code.co_filename}:{frame.f_lineno} {code.co_name}", file=sys.stderr)
+            lines.append(f"  {code.co_filename}:{frame.f_lineno} {code.co_name}")
             awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    # one write: faulthandler's timer thread dumps the threads' stacks at the same moment,
+    # straight to the file descriptor, and must not land inside a task's chain
+    sys.stderr.write("".join(f"{line}\n" for line in lines))
+    sys.stderr.flush()
 
 
 def run_until_signalled(
