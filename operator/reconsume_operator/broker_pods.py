@@ -30,6 +30,7 @@ from typing import Any
 from reconsume.topology.clusters import ClusterSpec
 from reconsume_operator.master_services import endpoint_rules, master_service_name
 from reconsume_operator.naming import (
+    BROKER_GRPC_MASTER_PORT,
     BROKER_GRPC_PORT,
     BROKER_HTTP_PORT,
     BROKER_MASTER_PORT,
@@ -138,6 +139,8 @@ def _args(spec: ClusterSpec, replica: int) -> list[str]:
         master_service_name("$(BROKER_NAME)"),
         "--master-port",
         str(BROKER_MASTER_PORT),
+        "--master-grpc-port",
+        str(BROKER_GRPC_MASTER_PORT),
         "--replication",
         spec.replication,
         "--replicas",
@@ -196,7 +199,14 @@ def broker_statefulset(
             {"name": "broker", "containerPort": BROKER_PORT},
             {"name": "http", "containerPort": BROKER_HTTP_PORT},
             {"name": "grpc", "containerPort": BROKER_GRPC_PORT},
-            *([{"name": "master", "containerPort": BROKER_MASTER_PORT}] if spec.replicated else []),
+            *(
+                [
+                    {"name": "master", "containerPort": BROKER_MASTER_PORT},
+                    {"name": "grpc-master", "containerPort": BROKER_GRPC_MASTER_PORT},
+                ]
+                if spec.replicated
+                else []
+            ),
         ],
         "readinessProbe": {
             "httpGet": {"path": "/readyz", "port": "http"},

@@ -1,10 +1,11 @@
 """Each replicated broker's stable address: the Service ``<broker>-master`` without a selector
 and its one EndpointSlice of the same name, which the broker's master of the moment points at
-its own pod's master port (``--master-service``, ``--master-port``,
+its own pod's master ports (``--master-service``, ``--master-port``, ``--master-grpc-port``,
 :mod:`reconsume.broker.master_endpoint`) and registers with the name servers by the Service's
 cluster IP and port 10911. RocketMQ 4.x clients cache routes for 30 s: with
 the pod address in them a failover or a rolling update's hand-over left them writing to the old
 master until then; with this one they reconnect to the same address and reach the new master.
+RocketMQ 5's clients likewise: the master gives the Service's port 8081 as its gRPC endpoint.
 
 The operator creates both; it applies the Service on every pass but creates the slice only when
 it is missing and never writes it again (the brokers do). Brokers may only get their Services
@@ -17,7 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from reconsume.topology.clusters import ClusterSpec
-from reconsume_operator.naming import BROKER_MASTER_PORT, BROKER_PORT, broker_names, meta
+from reconsume_operator.naming import (
+    BROKER_GRPC_MASTER_PORT,
+    BROKER_GRPC_PORT,
+    BROKER_MASTER_PORT,
+    BROKER_PORT,
+    broker_names,
+    meta,
+)
 
 DISCOVERY_API = "discovery.k8s.io/v1"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -44,7 +52,10 @@ def master_services(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
             "metadata": meta(master_service_name(broker), spec, COMPONENT),
             "spec": {
                 "type": "ClusterIP",
-                "ports": [{"name": "broker", "port": BROKER_PORT, "protocol": "TCP"}],
+                "ports": [
+                    {"name": "broker", "port": BROKER_PORT, "protocol": "TCP"},
+                    {"name": "grpc", "port": BROKER_GRPC_PORT, "protocol": "TCP"},
+                ],
             },
         }
         for broker in broker_names(spec.name, count)
@@ -68,7 +79,10 @@ def master_slices(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
                 "metadata": metadata,
                 "addressType": "IPv4",
                 "endpoints": [],
-                "ports": [{"name": "broker", "port": BROKER_MASTER_PORT, "protocol": "TCP"}],
+                "ports": [
+                    {"name": "broker", "port": BROKER_MASTER_PORT, "protocol": "TCP"},
+                    {"name": "grpc", "port": BROKER_GRPC_MASTER_PORT, "protocol": "TCP"},
+                ],
             }
         )
     return slices

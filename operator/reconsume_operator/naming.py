@@ -21,6 +21,9 @@ the port its EndpointSlice names, closed with its connections when it stops bein
 BROKER_HTTP_PORT = 8080
 BROKER_GRPC_PORT = 8081
 """The brokers' gRPC port, RocketMQ 5's clients' (Apache RocketMQ's proxy uses 8081 too)."""
+BROKER_GRPC_MASTER_PORT = 8082
+"""As :data:`BROKER_MASTER_PORT`, for gRPC (``--master-grpc-port``): the EndpointSlice's port
+``grpc``, behind the master Service's port 8081."""
 CONFIG_DIR = "/etc/reconsume"
 CONFIG_FILE = "broker.toml"
 STORE_DIR = "/var/lib/reconsume/store"

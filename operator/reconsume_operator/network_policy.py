@@ -32,6 +32,7 @@ from typing import Any
 from reconsume.topology.clusters import ClusterSpec
 from reconsume_operator.dead_letter_jobs import JOB_LABEL
 from reconsume_operator.naming import (
+    BROKER_GRPC_MASTER_PORT,
     BROKER_GRPC_PORT,
     BROKER_HTTP_PORT,
     BROKER_MASTER_PORT,
@@ -43,7 +44,13 @@ from reconsume_operator.naming import (
 )
 
 API_VERSION = "networking.k8s.io/v1"
-CLIENT_PORTS = (NAMESRV_PORT, BROKER_PORT, BROKER_MASTER_PORT, BROKER_GRPC_PORT)
+CLIENT_PORTS = (
+    NAMESRV_PORT,
+    BROKER_PORT,
+    BROKER_MASTER_PORT,
+    BROKER_GRPC_PORT,
+    BROKER_GRPC_MASTER_PORT,
+)
 """What clients reach: name servers, brokers' remoting (RocketMQ 4.x) and gRPC (5.x)."""
 ADMIN_PORTS = (NAMESRV_PORT, BROKER_PORT, BROKER_MASTER_PORT)
 """What the operator and DeadLetterJob runs reach: the remoting ports."""

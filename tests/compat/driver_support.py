@@ -64,9 +64,9 @@ class BackgroundDriver:
     events are read as it prints them. Use it as a context manager: the process is killed
     and its pipes are closed at the end, whatever happened."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         self.events: list[Event] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

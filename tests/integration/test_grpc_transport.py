@@ -263,3 +263,34 @@ def test_the_server_counts_calls_by_status_and_connection_errors() -> None:
         }
         assert stats.open_connections >= 1
         assert stats.accepted_connections >= 2
+
+
+def test_another_port_serves_the_same_methods_until_it_closes_with_its_connections() -> None:
+    """A replicated broker's gRPC master port (``GrpcServer.listen_also``): the same methods
+    and counters; closed, it ends its connections at once (a call waiting on it fails, and a
+    new one cannot connect) while the server's own port serves on."""
+    with serve() as served:
+        side = asyncio.run_coroutine_threadsafe(
+            served.server.listen_also("127.0.0.1", 0), served.loop
+        ).result(10)
+        asyncio.run_coroutine_threadsafe(side.start_serving(), served.loop).result(10)
+        with (
+            grpc.insecure_channel(f"127.0.0.1:{side.port}") as on_side,
+            grpc.insecure_channel(f"127.0.0.1:{served.port}") as on_own,
+        ):
+            assert _call(on_side, "/t.T/Echo")(b"side", timeout=10) == b"side"
+            assert served.server.stats.calls[("Echo", 0)] == 1
+            waiting = _call(on_side, "/t.T/Slow").future(b"", timeout=20)
+            eventually(lambda: len(side.connections) == 1, timeout_s=5)
+            asyncio.run_coroutine_threadsafe(side.close(), served.loop).result(10)
+            with pytest.raises(grpc.RpcError) as cut:
+                waiting.result(timeout=15)
+            assert cut.value.code() == grpc.StatusCode.UNAVAILABLE
+            with pytest.raises(grpc.RpcError) as refused:
+                _call(on_side, "/t.T/Echo")(b"again", timeout=3)
+            assert refused.value.code() in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+            )
+            assert _call(on_own, "/t.T/Echo")(b"own", timeout=10) == b"own"
+            assert not side.connections

@@ -26,8 +26,10 @@ from .test_broker_lease import namespace, service_account_token
 
 __all__ = ["namespace"]
 
-POD_A = HostAddress.parse("10.244.0.7:10911")
-POD_B = HostAddress.parse("10.244.0.9:10911")
+POD_A = HostAddress.parse("10.244.0.7:0").ip
+POD_B = HostAddress.parse("10.244.0.9:0").ip
+PORTS = {"broker": 10912, "grpc": 8082}
+"""The master ports, as a master that serves gRPC claims them."""
 
 
 def endpoint(control_plane: ControlPlane, namespace: str, name: str, token: Path) -> MasterEndpoint:
@@ -49,7 +51,7 @@ def slice_of(api: kubernetes.client.ApiClient, namespace: str, name: str) -> dic
 def claimable(master: MasterEndpoint) -> bool:
     """Whether the Role applies yet (a new RoleBinding takes a moment)."""
     try:
-        master.address()
+        master.addresses()
     except KubeAccessError:
         return False
     return True
@@ -77,21 +79,26 @@ def test_masters_claim_the_service_by_epoch_with_only_the_brokers_role(
     master = endpoint(control_plane, namespace, name, token)
     eventually(lambda: claimable(master), 10, "the Role applies")
 
-    first = master.claim(POD_A, 2, "orders-broker-0-0")
+    first = master.claim(POD_A, PORTS, 2, "orders-broker-0-0")
     assert (first.address, first.previous) == (f"{cluster_ip}:10911", None)
+    assert first.addresses == {"broker": f"{cluster_ip}:10911", "grpc": f"{cluster_ip}:8081"}
     found = slice_of(api, namespace, name)
     assert [e["addresses"] for e in found["endpoints"]] == [["10.244.0.7"]]
     assert found["endpoints"][0]["conditions"]["ready"] is True
-    assert found["ports"] == [{"name": "broker", "port": 10911, "protocol": "TCP"}]
+    assert found["ports"] == [
+        {"name": "broker", "port": 10912, "protocol": "TCP"},
+        {"name": "grpc", "port": 8082, "protocol": "TCP"},
+    ]
     assert found["metadata"]["annotations"] == {EPOCH: "2", HOLDER: "orders-broker-0-0"}
     assert found["metadata"]["labels"]["kubernetes.io/service-name"] == name
 
     # The replica that took over in epoch 3 claims it; the deposed master's late claim for
     # epoch 2 is fenced and changes nothing.
-    second = master.claim(POD_B, 3, "orders-broker-0-1")
+    second = master.claim(POD_B, {"broker": 10912}, 3, "orders-broker-0-1")
     assert second.previous == "10.244.0.7"
+    assert second.addresses == {"broker": f"{cluster_ip}:10911"}  # a master serving no gRPC
     with pytest.raises(EndpointFenced, match="epoch 3, newer than this broker's 2"):
-        master.claim(POD_A, 2, "orders-broker-0-0")
+        master.claim(POD_A, PORTS, 2, "orders-broker-0-0")
     found = slice_of(api, namespace, name)
     assert [e["addresses"] for e in found["endpoints"]] == [["10.244.0.9"]]
     assert found["metadata"]["annotations"][EPOCH] == "3"
@@ -99,4 +106,4 @@ def test_masters_claim_the_service_by_epoch_with_only_the_brokers_role(
     # The Role names the broker's own Service only.
     other = endpoint(control_plane, namespace, "orders-broker-1-master", token)
     with pytest.raises(KubeAccessError, match="get on the Service and get and update"):
-        other.claim(POD_A, 4, "orders-broker-1-0")
+        other.claim(POD_A, PORTS, 4, "orders-broker-1-0")

@@ -86,7 +86,9 @@ def test_the_operator_keeps_the_network_policy_of_the_spec(
     assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "orders"
     clients, metrics, own, runs, operator_rule = spec["ingress"]
     assert clients["from"] == [APP, OFFICE]
-    assert ports(clients) == [("TCP", 9876), ("TCP", 10911), ("TCP", 10912), ("TCP", 8081)]
+    assert ports(clients) == [
+        ("TCP", 9876), ("TCP", 10911), ("TCP", 10912), ("TCP", 8081), ("TCP", 8082)
+    ]  # fmt: skip
     assert (metrics["from"], ports(metrics)) == ([MONITORING], [("TCP", 8080)])
     assert own == {"from": [{"podSelector": spec["podSelector"]}]}
     assert ports(runs) == ports(operator_rule) == [("TCP", 9876), ("TCP", 10911), ("TCP", 10912)]

@@ -3,8 +3,8 @@ pod restarts into the election and the new replica copies its log; SIGKILL of th
 process hands the broker to its replica with every acknowledged message, the killed pod
 rejoins as a replica, and a settings change rolls replica first and master last, writes
 pausing only for the hand-over (both pauses are printed and bounded). Apache RocketMQ's Java
-client, refreshing its routes only every 30 s, sends on through a SIGKILL of the master by
-the broker's master Service."""
+clients 4.9.8 and 5.x, refreshing their routes only every 30 s, send on through a SIGKILL of
+the master by the broker's master Service."""
 
 from __future__ import annotations
 
@@ -19,16 +19,18 @@ from typing import Any
 
 import pytest
 
+from reconsume.client.admin import AdminClient
 from reconsume.client.producer import Producer
 from reconsume.errors import ReconsumeError
 from reconsume.message.ids import parse_offset_msg_id
 from reconsume.message.model import Message
 
+from ..compat.client5_support import client5_command, client5_log, ensure_java5_built
 from ..compat.conftest import JavaClient
 from ..compat.driver_support import BackgroundDriver, scenario_args
 from ..compat.java_client_support import client_log
 from .node import Node
-from .support import DEMO_NAMESPACE, get, items, name_server, ready, wait_for
+from .support import DEMO_NAMESPACE, get, items, name_server, ready, run, wait_for
 from .test_brokers import read_topic
 from .workloads import driver_credentials, secret_credentials, sign_as
 
@@ -245,13 +247,15 @@ def master_service_address(node: Node) -> str:
     return f"{service['spec']['clusterIP']}:10911"
 
 
-def slice_endpoint(node: Node) -> str | None:
-    """``ip:port`` the master Service's EndpointSlice leads to (None: nowhere yet)."""
+def slice_endpoint(node: Node, port: str = "broker") -> str | None:
+    """``ip:port`` the master Service's EndpointSlice leads to for its port named ``port``
+    (None: nowhere yet)."""
     found = get(node, "endpointslice", MASTER_SERVICE, DEMO_NAMESPACE) or {}
     endpoints = found.get("endpoints") or []
-    if len(endpoints) != 1:
+    ports = {p["name"]: p["port"] for p in found.get("ports") or []}
+    if len(endpoints) != 1 or port not in ports:
         return None
-    return f"{endpoints[0]['addresses'][0]}:{found['ports'][0]['port']}"
+    return f"{endpoints[0]['addresses'][0]}:{ports[port]}"
 
 
 def pod_ip(node: Node, pod: str) -> str:
@@ -260,16 +264,9 @@ def pod_ip(node: Node, pod: str) -> str:
     return str(found["status"]["podIP"])
 
 
-def test_the_java_client_with_its_default_route_refresh_follows_the_master_service(
-    examples: Node, java_client: JavaClient, tmp_path: Path
-) -> None:
-    """Apache RocketMQ's Java client 4.9.8 with its producer's default 30 s route refresh,
-    through a SIGKILL of the master: routes name the broker's master Service (a cluster IP,
-    not a pod), whose EndpointSlice the master points at its own master port. When the master
-    changes the client's connection breaks, it connects again to the same address and reaches
-    the new master: it sends on within a bound well below its route refresh, and every
-    message it had acknowledged is consumed."""
-    node = examples
+def apply_replicated(node: Node) -> tuple[str, str]:
+    """The replicated cluster of the master Service tests and its topic; (master pod, replica
+    pod) once settled."""
     node.apply(
         [
             {
@@ -287,7 +284,23 @@ def test_the_java_client_with_its_default_route_refresh_follows_the_master_servi
             },
         ]
     )  # fmt: skip
-    master, replica = wait_for(lambda: settled(node), 300, "a master and its replica", node)
+    settled_pods: tuple[str, str] = wait_for(
+        lambda: settled(node), 300, "a master and its replica", node
+    )
+    return settled_pods
+
+
+def test_the_java_client_with_its_default_route_refresh_follows_the_master_service(
+    examples: Node, java_client: JavaClient, tmp_path: Path
+) -> None:
+    """Apache RocketMQ's Java client 4.9.8 with its producer's default 30 s route refresh,
+    through a SIGKILL of the master: routes name the broker's master Service (a cluster IP,
+    not a pod), whose EndpointSlice the master points at its own master port. When the master
+    changes the client's connection breaks, it connects again to the same address and reaches
+    the new master: it sends on within a bound well below its route refresh, and every
+    message it had acknowledged is consumed."""
+    node = examples
+    master, replica = apply_replicated(node)
     service = master_service_address(node)
     wait_for(
         lambda: (
@@ -314,8 +327,9 @@ def test_the_java_client_with_its_default_route_refresh_follows_the_master_servi
     )  # fmt: skip
     with BackgroundDriver(command) as driver:
         wait_for(lambda: len(driver.of("sent")) >= 100, 120, "100 sends of the Java client", node)
-        killed_at_ms = time.time() * 1000
         kill_broker_process(master)
+        # after the signal: a send begun while the process was looked for was still answered
+        killed_at_ms = time.time() * 1000
         driver.finish(JAVA_TIMEOUT_S, lambda: client_log(tmp_path / "java"))
     # the driver checked that every message it had acknowledged was consumed
     acked = driver.of("sent")
@@ -336,3 +350,74 @@ def test_the_java_client_with_its_default_route_refresh_follows_the_master_servi
     assert broker_entry(node)["address"] == service
     hosts = {str(parse_offset_msg_id(e["offsetMsgId"])[0]) for e in after[-10:]}
     assert hosts == {f"{new_ip}:10911"}
+
+
+def grpc_address_of(node: Node, remoting: str) -> str:
+    """The gRPC address the broker at ``remoting`` gives in its runtime info (the one the
+    brokers' routes name it by)."""
+
+    async def ask() -> str:
+        async with AdminClient([name_server(node, DEMO_NAMESPACE, CLUSTER)]) as admin:
+            info = await admin.broker_api.runtime_info(remoting)
+            return str(info.get("grpcAddress", ""))
+
+    return run(ask())
+
+
+def test_the_5x_java_client_follows_the_master_service_through_a_sigkill(
+    examples: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Apache RocketMQ's Java client 5.x, whose routes (QueryRoute, refreshed every 30 s) name
+    each broker's gRPC endpoint: the master gives its master Service's port 8081, whose
+    EndpointSlice it points at its own gRPC master port. Through a SIGKILL of the master the
+    client's connection breaks, it connects again to the same address and reaches the new
+    master: it sends on within a bound well below its route refresh, and every message it
+    had acknowledged is on the new master."""
+    reason = ensure_java5_built()
+    if reason is not None:
+        pytest.fail(f"the 5.x Java driver cannot run: {reason}")
+    node = examples
+    master, replica = apply_replicated(node)
+    key = sign_as(monkeypatch, secret_credentials(node, f"{CLUSTER}-admin"))
+    service_ip = master_service_address(node).rpartition(":")[0]
+    stable = f"{service_ip}:8081"
+    wait_for(
+        lambda: (
+            slice_endpoint(node, "grpc") == f"{pod_ip(node, master)}:8082"
+            and grpc_address_of(node, master_service_address(node)) == stable
+        ),
+        60,
+        "the master giving its master Service's gRPC address",
+        node,
+    )
+    entry = get(node, "service", f"{CLUSTER}-grpc", DEMO_NAMESPACE)
+    assert entry is not None
+    command, env = client5_command(
+        "java", "send", f"{entry['spec']['clusterIP']}:8081", tmp_path / "java5",
+        JAVA_TIMEOUT_S, topic=TOPIC, count=JAVA_COUNT, prefix="v5", pause_ms=20,
+        keep_going=True, access_key=key.access_key, secret_key=key.secret_key,
+    )  # fmt: skip
+    with BackgroundDriver(command, env) as driver:
+        wait_for(lambda: len(driver.of("sent")) >= 100, 120, "100 sends of the 5.x client", node)
+        kill_broker_process(master)
+        # after the signal: a send begun while the process was looked for was still answered
+        killed_at_ms = time.time() * 1000
+        driver.finish(JAVA_TIMEOUT_S, lambda: client5_log("java", tmp_path / "java5"))
+    acked = driver.of("sent")
+    assert len(acked) == JAVA_COUNT
+    after = [e for e in acked if e["sentAt"] > killed_at_ms]
+    assert after, "nothing sent after the kill"
+    resumed_s = (after[0]["ackedAt"] - killed_at_ms) / 1000
+    failed = len(driver.of("sendFailed"))
+    print(
+        f"Java client 5.x, 30 s route refresh: first send acknowledged {resumed_s:.2f} s after "
+        f"the SIGKILL ({failed} sends failed after the client's own attempts meanwhile)"
+    )
+    assert resumed_s < JAVA_FAILOVER_BOUND_S
+    wait_for(lambda: settled(node) == (replica, master), 180, "the killed pod rejoins", node)
+    assert slice_endpoint(node, "grpc") == f"{pod_ip(node, replica)}:8082"
+    assert grpc_address_of(node, master_service_address(node)) == stable
+    # every acknowledged message is on the new master, which holds the killed one's log
+    stored = {message.body.decode() for message in read_topic(broker_entry(node)["address"])}
+    lost = {str(e["body"]) for e in acked} - stored
+    assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {sorted(lost)[:5]}"

@@ -147,6 +147,8 @@ BROKER_FLAGS = [
      {"master_service": "broker-a-master", "master_port": 10912, "election": "kube:broker-a"}),
     (["--master-port", "10922", "--master-service", "m", "--election", "kube:broker-a"],
      {"master_port": 10922, "master_service": "m", "election": "kube:broker-a"}),
+    (["--master-grpc-port", "8092", "--master-service", "m", "--election", "kube:broker-a"],
+     {"master_grpc_port": 8092, "master_service": "m", "election": "kube:broker-a"}),
     (["--no-auto-create-topic"], {"auto_create_topic": False}),
     (["--auto-create-topic"], {"auto_create_topic": True}),
     (["--no-auto-create-group"], {"auto_create_subscription_group": False}),

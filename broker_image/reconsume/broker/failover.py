@@ -20,7 +20,13 @@ from reconsume.broker.context import BrokerContext
 from reconsume.broker.election import Elector, Leadership
 from reconsume.broker.kube_lease import KubeLeaseStore, kube_lease_store
 from reconsume.broker.lease import FileLeaseStore, LeaseStore
-from reconsume.broker.master_endpoint import MasterEndpoint, MasterService
+from reconsume.broker.master_endpoint import (
+    GRPC_PORT_NAME,
+    PORT_NAME,
+    MasterEndpoint,
+    MasterService,
+    SideServer,
+)
 from reconsume.broker.registration import Registrar
 from reconsume.broker.roles import MasterRole, ReplicaRole, Role
 from reconsume.broker.settings import BrokerSettings, ReplicationMode
@@ -96,7 +102,10 @@ class RoleKeeper:
         handlers: dict[int, Handler],
         register: Callable[[int, Handler], None],
         registrar: Registrar,
+        grpc: SideServer | None = None,
     ) -> None:
+        """``grpc``: the broker's gRPC service, when it serves one (a master serves it on its
+        master Service too)."""
         self.context = context
         self.settings = settings
         self.delays = delays
@@ -104,6 +113,7 @@ class RoleKeeper:
         self.handlers = handlers
         self._register = register
         self.registrar = registrar
+        self._grpc = grpc
         self.identity = f"{settings.broker_name}-{settings.broker_id}"
         """This broker among those of its name (the lease and the in-sync set use it)."""
         self.role: Role | None = None
@@ -128,12 +138,16 @@ class RoleKeeper:
                 timeout_s=min(5.0, max(0.25, duration_s / 4)),
             )
             if settings.master_service is not None:
+                listeners: dict[str, tuple[SideServer, int]] = {
+                    PORT_NAME: (self.server, settings.master_port)
+                }
+                if self._grpc is not None:
+                    listeners[GRPC_PORT_NAME] = (self._grpc, settings.master_grpc_port)
                 self.master_service = MasterService(
                     MasterEndpoint(lease.api, lease.namespace, settings.master_service),
-                    self.server,
+                    listeners,
                     self.registrar,
                     listen_host=settings.listen_host,
-                    port=settings.master_port,
                     own_address=self.context.address,
                     identity=self.identity,
                 )
@@ -153,6 +167,13 @@ class RoleKeeper:
     def _log_epoch(self) -> int:
         current = self.context.store.epochs.current
         return 0 if current is None else current.epoch
+
+    def stable_grpc_address(self) -> str | None:
+        """The master Service's gRPC address while this broker is master and has claimed
+        it (None: its own gRPC address is the one to give)."""
+        if self.master_service is None or not isinstance(self.role, MasterRole):
+            return None
+        return self.master_service.grpc_address
 
     def failovers(self) -> int:
         return 0 if self.failover is None else self.failover.elector.takeovers

@@ -221,9 +221,8 @@ class Broker:
         context.flush_answers.as_read = self.dispatcher.as_read
         context.replica_answers.as_read = self.dispatcher.as_read
         self._throughput = throughput = Throughput(context.stats, time.monotonic())
-        handlers = base_handlers(
-            context, throughput, self._acl_digest, lambda: self.grpc_address or None
-        )
+        handlers = base_handlers(context, throughput, self._acl_digest, self._advertised_grpc)
+        messaging = self._messaging_service()
         roles = self._roles = RoleKeeper(
             context,
             settings,
@@ -232,6 +231,7 @@ class Broker:
             handlers,
             lambda code, handler: self.dispatcher.register(code, guarded(handler)),
             registrar,
+            messaging,
         )
         await roles.start()
         self.server.on_disconnect.append(context.consumers.connection_closed)
@@ -241,7 +241,8 @@ class Broker:
         if (acl := self.acl_guard()) is not None:
             acl.start()
         roles.start_failover()
-        await self._start_messaging(store_host)
+        if messaging is not None:
+            await self._start_messaging(messaging, store_host)
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
             "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush, TLS %s)",
@@ -256,28 +257,36 @@ class Broker:
         )
         return self.address
 
-    async def _start_messaging(self, store_host: HostAddress) -> None:
-        """The gRPC service of RocketMQ 5's clients, when ``grpc_listen`` asks for it."""
-        address = self.settings.grpc_address()
-        if address is None:
-            return
+    def _messaging_service(self) -> MessagingService | None:
+        """The gRPC service of RocketMQ 5's clients, when ``grpc_listen`` asks for it (not
+        listening yet: a master may serve it on its master port before
+        :meth:`_start_messaging`)."""
+        if self.settings.grpc_address() is None:
+            return None
         client = self._routes_client = RemotingClient()
         routes = Routes(
             client,
             self.settings.namesrv_addresses,
-            lambda: (self._registered_as(), self.grpc_address),
+            lambda: (self._registered_as(), self._advertised_grpc() or ""),
             lambda topic: self.context.topic(topic),
         )
-        service = MessagingService(self.dispatcher, lambda: self.context, routes, self.acl_guard)
-        tls = self.settings.tls()
+        return MessagingService(
+            self.dispatcher, lambda: self.context, routes, self.acl_guard, self.settings.tls()
+        )
 
-        async def start(host: str, port: int) -> int:
-            return await service.start(host, port, tls)
-
-        port = await _listen("grpc_listen", address[0], address[1], start)
+    async def _start_messaging(self, service: MessagingService, store_host: HostAddress) -> None:
+        host, port = self.settings.grpc_address() or ("", 0)
+        port = await _listen("grpc_listen", host, port, service.start)
         self._messaging = service
         self.grpc_address = str(HostAddress(store_host.ip, port))
         log.info("broker %s serving gRPC on %s", self.settings.broker_name, self.grpc_address)
+
+    def _advertised_grpc(self) -> str | None:
+        """The gRPC address routes give for this broker: as a master with a master Service,
+        the Service's; else its own (None: it serves no gRPC)."""
+        roles = self._roles
+        stable = None if roles is None else roles.stable_grpc_address()
+        return stable or self.grpc_address or None
 
     def _registered_as(self) -> tuple[str, ...]:
         """The remoting addresses routes may name this broker by: its own and, as master, its

@@ -215,6 +215,16 @@ class BrokerSettings:
     remoting port's host) and closes every connection it took here when it stops being
     master, so a client that reached a master through the Service is never left talking to
     a replica."""
+    master_grpc_port: int = field(
+        default=8082,
+        metadata=flag(
+            "--master-grpc-port",
+            "with --master-service and --grpc-listen: the port the master serves RocketMQ 5's "
+            "clients on for the Service's port grpc",
+        ),
+    )
+    """As ``master_port``, for the gRPC service: RocketMQ 5's clients' routes name the
+    Service's gRPC address while this broker is master."""
     replication_accept_alone: bool = field(
         default=False,
         metadata=flag(
@@ -363,10 +373,7 @@ class BrokerSettings:
             problem_text = dns_label_problem(self.master_service)
             if problem_text is not None:
                 raise _invalid("master_service", problem_text)
-            if not 0 <= self.master_port <= 65535:
-                raise _invalid("master_port", f"{self.master_port} is not 0-65535")
-            if self.master_port and self.master_port == self.listen_port:
-                raise _invalid("master_port", "is the remoting port")
+            self._check_master_ports()
         if self.master_address is not None:
             if not self.broker_id:
                 raise _invalid("master_address", "a master (broker_id 0) follows no master")
@@ -412,6 +419,22 @@ class BrokerSettings:
             raise _invalid("metrics_max_queue_series", "must not be negative")
         if not isinstance(self.store, StoreSettings):
             raise _invalid("store", f"{self.store!r} is not StoreSettings")
+
+    def _check_master_ports(self) -> None:
+        """The master ports are ports of their own, not the broker's others nor each other."""
+        taken = {
+            "the remoting port": self.listen_port,
+            "the HTTP port": (self.http_address() or ("", 0))[1],
+            "the gRPC port": (self.grpc_address() or ("", 0))[1],
+        }
+        for setting in ("master_port", "master_grpc_port"):
+            port = getattr(self, setting)
+            if not 0 <= port <= 65535:
+                raise _invalid(setting, f"{port} is not 0-65535")
+            for what, other in taken.items():
+                if port and port == other:
+                    raise _invalid(setting, f"port {port} is {what}")
+            taken[f"the {setting.replace('_', ' ')}"] = port
 
     def tls(self) -> TlsServerConfig:
         return TlsServerConfig(

@@ -16,6 +16,7 @@ from reconsume.wire.command import RemotingCommand
 from reconsume.wire.credential_files import environment_signer
 from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.frame import MAX_FRAME_BYTES
+from reconsume.wire.side_listener import SideListener
 from reconsume.wire.tls import ClientTls, TlsServerConfig, tls_from_environment
 from reconsume.wire.tls_server import TlsListener
 from reconsume.wire.transport import Connection
@@ -45,32 +46,17 @@ class RemotingServer:
             self.tls = TlsListener(self._tls_config, self._new_connection, dispatcher.name)
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
-        self._sides: set[SideListener] = set()
+        self._sides: set[SideListener[Connection]] = set()
 
-    async def listen_also(self, host: str, port: int) -> SideListener:
+    async def listen_also(self, host: str, port: int) -> SideListener[Connection]:
         """Listen on another port as well (0 picks one): its connections are this server's
         (same dispatcher, frame limit and TLS, in :attr:`connections`, told to
         :attr:`on_disconnect`), and :meth:`SideListener.close` stops it and ends them. The
         port is bound when this returns, and nothing is awaited after binding: a caller
         cancelled meanwhile leaves no listener behind that it does not hold. Connections are
         taken from :meth:`SideListener.start_serving` on."""
-        side = SideListener(self)
-
-        def factory() -> Connection:
-            connection = self._new_connection()
-            side.connections.add(connection)
-            return connection
-
-        if self._tls_config is not None:
-            side.tls = TlsListener(self._tls_config, factory, f"{self.dispatcher.name}-side")
-            side.port = side.tls.start(host, port, start_serving=False)
-        else:
-            loop = asyncio.get_running_loop()
-            side.server = await loop.create_server(
-                factory, host, port, reuse_address=True, start_serving=False
-            )
-            side.port = int(side.server.sockets[0].getsockname()[1])
-        self._sides.add(side)
+        side = SideListener(self._sides, self._new_connection, _end)
+        await side.bind(host, port, self._tls_config, f"{self.dispatcher.name}-side", ())
         return side
 
     async def start(self, host: str, port: int, *, start_serving: bool = True) -> int:
@@ -124,36 +110,8 @@ class RemotingServer:
             await self._server.wait_closed()
 
 
-class SideListener:
-    """A :class:`RemotingServer`'s other port (:meth:`RemotingServer.listen_also`)."""
-
-    def __init__(self, owner: RemotingServer) -> None:
-        self._owner = owner
-        self.port = 0
-        self.server: asyncio.Server | None = None
-        self.tls: TlsListener | None = None
-        self.connections: set[Connection] = set()
-        """Open connections accepted on this port."""
-
-    async def start_serving(self) -> None:
-        if self.tls is not None:
-            self.tls.start_serving()
-        if self.server is not None:
-            await self.server.start_serving()
-
-    async def close(self) -> None:
-        """Stop accepting and close every connection accepted here (their requests that
-        wait are answered to nobody)."""
-        self._owner._sides.discard(self)
-        if self.tls is not None:
-            self.tls.close()
-            await self.tls.wait_closed()
-        if self.server is not None:
-            self.server.close()
-        for connection in list(self.connections):
-            await connection.aclose()
-        if self.server is not None:
-            await self.server.wait_closed()
+async def _end(connection: Connection) -> None:
+    await connection.aclose()
 
 
 class RemotingClient:

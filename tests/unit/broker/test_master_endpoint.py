@@ -30,16 +30,26 @@ def created(**changes: Any) -> dict[str, Any]:
     }
 
 
+PORTS = {"broker": 10912, "grpc": 8082}
+
+
+def ip(text: str) -> bytes:
+    return HostAddress.parse(text).ip
+
+
 def test_the_slice_names_the_master_alone_for_its_epoch() -> None:
     found = created()
-    body = slice_body(found, HostAddress.parse("10.0.0.9:10911"), 5, "orders-broker-0-1")
+    body = slice_body(found, ip("10.0.0.9:0"), PORTS, 5, "orders-broker-0-1")
     assert body["endpoints"] == [
         {
             "addresses": ["10.0.0.9"],
             "conditions": {"ready": True, "serving": True, "terminating": False},
         }
     ]
-    assert body["ports"] == [{"name": "broker", "port": 10911, "protocol": "TCP"}]
+    assert body["ports"] == [
+        {"name": "broker", "port": 10912, "protocol": "TCP"},
+        {"name": "grpc", "port": 8082, "protocol": "TCP"},
+    ]
     metadata = body["metadata"]
     assert metadata["resourceVersion"] == "41"  # the update is a compare-and-swap
     assert metadata["labels"] == created()["metadata"]["labels"]
@@ -48,7 +58,7 @@ def test_the_slice_names_the_master_alone_for_its_epoch() -> None:
 
 
 def test_an_address_of_the_other_family_is_refused() -> None:
-    body = slice_body(created(addressType="IPv6"), HostAddress.parse("[fd00::9]:10911"), 1, "b")
+    body = slice_body(created(addressType="IPv6"), ip("[fd00::9]:0"), PORTS, 1, "b")
     assert body["endpoints"][0]["addresses"] == ["fd00::9"]
     with pytest.raises(KubeApiError, match=r"holds IPv4 addresses, the pod's is fd00::9"):
-        slice_body(created(), HostAddress.parse("[fd00::9]:10911"), 1, "b")
+        slice_body(created(), ip("[fd00::9]:0"), PORTS, 1, "b")

@@ -62,6 +62,26 @@ def test_defaults_are_valid() -> None:
             "only with a Kubernetes Lease election",
         ),
         ({"election": "kube:b", "master_service": "B_1"}, "master_service", "is not a DNS label"),
+        (
+            {"election": "kube:b", "master_service": "m", "master_port": 10911},
+            "master_port",
+            "port 10911 is the remoting port",
+        ),
+        (
+            {"election": "kube:b", "master_service": "m", "master_grpc_port": 70000},
+            "master_grpc_port",
+            "70000 is not 0-65535",
+        ),
+        (
+            {"election": "kube:b", "master_service": "m", "grpc_listen": "0.0.0.0:8082"},
+            "master_grpc_port",
+            "port 8082 is the gRPC port",
+        ),
+        (
+            {"election": "kube:b", "master_service": "m", "master_grpc_port": 10912},
+            "master_grpc_port",
+            "port 10912 is the master port",
+        ),
         ({"default_topic_queue_nums": 0}, "default_topic_queue_nums", "is not 1-1024"),
         ({"default_topic_queue_nums": 1025}, "default_topic_queue_nums", "is not 1-1024"),
         ({"flush_mode": "sync"}, "flush_mode", "is not Async or Sync"),

@@ -123,7 +123,7 @@ def test_the_policy_comes_first_and_is_named_after_the_cluster() -> None:
 def test_every_kind_of_traffic_has_its_rule() -> None:
     spec = policy_of(enabled=True, clients=[APP, OFFICE], metricsFrom=[MONITORING])["spec"]
     clients, metrics, own, runs, operator = spec["ingress"]
-    assert (clients["from"], ports(clients)) == ([APP, OFFICE], {9876, 10911, 10912, 8081})
+    assert (clients["from"], ports(clients)) == ([APP, OFFICE], {9876, 10911, 10912, 8081, 8082})
     assert (metrics["from"], ports(metrics)) == ([MONITORING], {8080})
     assert own == {"from": [{"podSelector": spec["podSelector"]}]}  # every port
     assert ports(runs) == ports(operator) == {9876, 10911, 10912}
@@ -145,7 +145,7 @@ def test_empty_peer_lists_admit_any_source_and_an_unknown_operator_gets_no_rule(
     spec = policy_of(None, enabled=True)["spec"]
     clients, metrics, own, runs = spec["ingress"]
     assert "from" not in clients
-    assert ports(clients) == {9876, 10911, 10912, 8081}
+    assert ports(clients) == {9876, 10911, 10912, 8081, 8082}
     assert "from" not in metrics
     assert ports(metrics) == {8080}
     assert ports(own) is None

@@ -47,6 +47,9 @@ def test_replica_pods_elect_their_broker_master_through_its_lease() -> None:
         assert flag(args, "--replication") == "Async"
         assert flag(args, "--replicas") == "3"
         assert flag(args, "--master-service") == "$(BROKER_NAME)-master"
+        assert (flag(args, "--master-port"), flag(args, "--master-grpc-port")) == ("10912", "8082")
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert (ports["master"], ports["grpc-master"]) == (10912, 8082)
         env = {e["name"]: e for e in container["env"]}
         assert env["BROKER_NAME"]["value"] == "orders-broker-$(BROKER_INDEX)"
         index = env["BROKER_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
@@ -120,7 +123,10 @@ def test_each_broker_has_a_master_service_whose_slice_the_brokers_write() -> Non
     assert services == {"orders-broker-0-master", "orders-broker-1-master"}
     service = objects[("Service", "orders-broker-1-master")]
     assert "selector" not in service["spec"]
-    assert service["spec"]["ports"] == [{"name": "broker", "port": 10911, "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [
+        {"name": "broker", "port": 10911, "protocol": "TCP"},
+        {"name": "grpc", "port": 8081, "protocol": "TCP"},
+    ]
     assert service["metadata"]["labels"]["app.kubernetes.io/instance"] == "orders"
     slices = master_slices(cluster_spec(resource(replicas=2, brokers=2), "img:1"), 2)
     assert [s["metadata"]["name"] for s in slices] == sorted(services)
@@ -129,5 +135,8 @@ def test_each_broker_has_a_master_service_whose_slice_the_brokers_write() -> Non
     assert labels["endpointslice.kubernetes.io/managed-by"] != "endpointslice-controller.k8s.io"
     assert labels["app.kubernetes.io/managed-by"] == "reconsume-operator"  # pruned by it
     assert slices[1]["endpoints"] == []
-    # the master port: only the master listens there
-    assert slices[1]["ports"] == [{"name": "broker", "port": 10912, "protocol": "TCP"}]
+    # the master ports: only the master listens there
+    assert slices[1]["ports"] == [
+        {"name": "broker", "port": 10912, "protocol": "TCP"},
+        {"name": "grpc", "port": 8082, "protocol": "TCP"},
+    ]

@@ -38,8 +38,10 @@ from reconsume.errors import InvalidArgumentError, RemotingError
 from reconsume.message.names import validate_topic
 from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.h2.api import Abort, CallContext, Method, StatusCode, unary, unary_now
+from reconsume.wire.h2.connection import H2Connection
 from reconsume.wire.h2.server import GrpcServer
 from reconsume.wire.h2.stats import TransportStats
+from reconsume.wire.side_listener import SideListener
 from reconsume.wire.tls import TlsServerConfig
 from reconsume.wire.v2 import definition_pb2 as pb
 from reconsume.wire.v2 import service_pb2 as spb
@@ -149,12 +151,18 @@ class MessagingService:
         context: Callable[[], BrokerContext],
         routes: Routes,
         guard: Callable[[], AclGuard | None] = lambda: None,
+        tls: TlsServerConfig | None = None,
     ) -> None:
         self._connections = LocalConnections(dispatcher)
         self.access = Access(guard)
         self._context = context
         self.routes = routes
-        self._server: GrpcServer | None = None
+        self._tls = tls
+        """Every port of the service: TLS only when on."""
+        self._server = GrpcServer(
+            {f"/{SERVICE}/{name}": method for name, method in self._handlers().items()}
+        )
+        self._started = False
         self._telemetry: dict[str, int] = {}
         """Open Telemetry streams per client id: a client with one is connected."""
         self.pop = PopEngine(context, lambda client: self._telemetry.get(client, 0) > 0)
@@ -203,25 +211,25 @@ class MessagingService:
             ),
         }
 
-    async def start(self, host: str, port: int, tls: TlsServerConfig | None = None) -> int:
-        """Listen on ``host:port`` (0 picks a port), over TLS when ``tls`` is on; returns the
-        port."""
-        server = GrpcServer(
-            {f"/{SERVICE}/{name}": method for name, method in self._handlers().items()}
-        )
-        bound = await server.start(host, port, tls)
-        self._server = server
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0 picks a port); returns the port."""
+        bound = await self._server.start(host, port, self._tls)
+        self._started = True
         self.pop.start()
         return bound
 
+    async def listen_also(self, host: str, port: int) -> SideListener[H2Connection]:
+        """Serve on another port as well, until :meth:`SideListener.close`
+        (:meth:`GrpcServer.listen_also`): a replicated broker's master port."""
+        return await self._server.listen_also(host, port, self._tls)
+
     @property
     def transport_stats(self) -> TransportStats | None:
-        return None if self._server is None else self._server.stats
+        return self._server.stats if self._started else None
 
     async def stop(self, grace_s: float = 1.0) -> None:
-        if self._server is not None:
-            await self._server.stop(grace_s)
-            self._server = None
+        await self._server.stop(grace_s)
+        self._started = False
         await self.pop.stop()
 
     # ------------------------------------------------------------------ methods

@@ -1,5 +1,6 @@
 """The listening side of the gRPC server: plaintext, or TLS only (ALPN ``h2``) through
-:class:`~reconsume.wire.tls_server.TlsListener` with its certificate reloading; and the
+:class:`~reconsume.wire.tls_server.TlsListener` with its certificate reloading; another port
+beside the first whose connections end with it (a replicated broker's master port); and the
 orderly stop (GOAWAY, the open calls given ``grace_s`` to finish)."""
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Mapping
 from reconsume.errors import InvalidArgumentError
 from reconsume.wire.h2.api import Method
 from reconsume.wire.h2.connection import H2Connection
-from reconsume.wire.h2.frames import DEFAULT_LIMITS, Limits
+from reconsume.wire.h2.frames import DEFAULT_LIMITS, NO_ERROR, Limits
 from reconsume.wire.h2.router import Router
 from reconsume.wire.h2.stats import TransportStats
+from reconsume.wire.side_listener import SideListener
 from reconsume.wire.tls import TlsMode, TlsServerConfig
 from reconsume.wire.tls_server import TlsListener
 
@@ -33,6 +35,7 @@ class GrpcServer:
         """Set when the last connection closes, while :meth:`stop` waits for it."""
         self._server: asyncio.Server | None = None
         self.tls: TlsListener | None = None
+        self._sides: set[SideListener[H2Connection]] = set()
 
     def _connection(self) -> H2Connection:
         connection = H2Connection(self.router, self.limits, self._closed, self.stats)
@@ -43,6 +46,8 @@ class GrpcServer:
 
     def _closed(self, connection: H2Connection) -> None:
         self.connections.discard(connection)
+        for side in self._sides:
+            side.connections.discard(connection)
         self.stats.open_connections = len(self.connections)
         if not self.connections and self._idle is not None:
             self._idle.set()
@@ -64,8 +69,24 @@ class GrpcServer:
             ) from exc
         return int(self._server.sockets[0].getsockname()[1])
 
+    async def listen_also(
+        self, host: str, port: int, tls: TlsServerConfig | None = None
+    ) -> SideListener[H2Connection]:
+        """Listen on another port as well (0 picks one), TLS only when ``tls`` is on: its
+        connections are this server's (the same methods, limits and counters), and
+        :meth:`SideListener.close` stops it and ends them (GOAWAY, no grace). Bound when this
+        returns; connections are taken from :meth:`SideListener.start_serving` on."""
+        side = SideListener(self._sides, self._connection, _end)
+        only_tls = None
+        if tls is not None and tls.enabled:
+            only_tls = dataclasses.replace(tls, mode=TlsMode.ENFORCING)
+        await side.bind(host, port, only_tls, "gRPC-side", ALPN)
+        return side
+
     async def stop(self, grace_s: float = 1.0) -> None:
         """Stop accepting, let open calls finish for up to ``grace_s``, then close."""
+        for side in list(self._sides):
+            await side.close()
         if self._server is not None:
             self._server.close()
         if self.tls is not None:
@@ -86,3 +107,9 @@ class GrpcServer:
         if self.tls is not None:
             await self.tls.wait_closed()
             self.tls = None
+
+
+async def _end(connection: H2Connection) -> None:
+    """A side port's connection closed at once (GOAWAY, no grace: its client connects again,
+    and is taken elsewhere)."""
+    connection.close(NO_ERROR, "this port closed")

@@ -66,10 +66,15 @@ final class Scenarios {
      * {@code --count} messages, one at a time. "fifo": message i in the message group
      * "PREFIX-g(i mod K)" ({@code --message-groups} K, default 2), so the groups interleave.
      * "delay": each with a delivery timestamp {@code --delay-ms} (default 3000) after it is sent.
+     * {@code --pause-ms} (default 0) between sends; with {@code --keep-going}, a send that fails
+     * (the client's own attempts spent) prints "sendFailed" and is tried again after the pause,
+     * until it is acknowledged or the deadline passes, as through a broker's failover.
      */
     private Map<String, Object> send(String kind) throws Exception {
         int groups = clients.number("message-groups", 2);
         long delayMs = clients.millis("delay-ms", 3000);
+        long pauseMs = clients.millis("pause-ms", 0);
+        boolean keepGoing = clients.flag("keep-going");
         Producer producer = clients.producer(topic);
         events.emit("started", "client", "producer", "kind", kind, "topic", topic,
             "clientId", Events.clientId(producer));
@@ -100,10 +105,28 @@ final class Scenarios {
             for (Map.Entry<String, String> property : properties.entrySet()) {
                 builder.addProperty(property.getKey(), property.getValue());
             }
-            SendReceipt receipt = producer.send(builder.build());
+            SendReceipt receipt;
+            while (true) {
+                try {
+                    receipt = producer.send(builder.build());
+                    break;
+                } catch (Exception failure) {
+                    if (!keepGoing) {
+                        throw failure;
+                    }
+                    events.emit("sendFailed", "body", body, "sentAt", sentAt,
+                        "failedAt", System.currentTimeMillis(), "error", failure.toString());
+                    clients.checkDeadline("a send of " + body);
+                    Thread.sleep(Math.max(pauseMs, 10));
+                    sentAt = System.currentTimeMillis();
+                }
+            }
             events.emit("sent", Events.concat(Events.sent(receipt, sentAt),
                 "kind", kind, "topic", topic, "tag", tag, "keys", keys, "properties", properties,
                 "body", body, "messageGroup", messageGroup, "deliveryTimestamp", deliverAt));
+            if (pauseMs > 0) {
+                Thread.sleep(pauseMs);
+            }
         }
         long elapsed = System.currentTimeMillis() - first;
         producer.close();
