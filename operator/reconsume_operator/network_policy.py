@@ -4,15 +4,15 @@ and broker pods.
 Ingress only (what the pods reach is left alone: the brokers' Leases on the API server, their
 name servers, their masters), one rule per kind of traffic:
 
-* the client ports (name server 9876, broker remoting 10911 and the master port 10912 that a
-  replicated broker's master Service leads to, broker gRPC 8081) from ``clients``, or from
-  anywhere when it is empty;
+* the client ports (name server 9876, broker remoting 10911 and gRPC 8081, and the master
+  ports 10912 and 8082 that a replicated broker's master Service leads to) from ``clients``,
+  or from anywhere when it is empty;
 * the brokers' HTTP port 8080 (``/metrics``) from ``metricsFrom``, or from anywhere;
 * every port from the cluster's own pods: brokers register with the name servers, and
   replicas replicate from their masters on the remoting port (no port of its own);
 * the ports the operator uses (its admin requests to name servers and brokers: 9876, 10911
   and 10912;
-  it sends nothing to 8080 or 8081) from the operator's pods, when it knows them
+  it sends nothing to 8080, 8081 or 8082) from the operator's pods, when it knows them
   (``RECONSUME_OPERATOR_NAMESPACE`` and ``RECONSUME_OPERATOR_POD_LABELS``, which the Helm
   chart sets);
 * 9876, 10911 and 10912 from the run pods of the namespace's DeadLetterJobs (labelled
