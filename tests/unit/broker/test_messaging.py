@@ -147,6 +147,13 @@ def test_statuses_and_peers() -> None:
     assert from_remoting(ResponseCode.FLUSH_SLAVE_TIMEOUT, "x").code == pb.SLAVE_PERSISTENCE_TIMEOUT
     assert from_remoting(ResponseCode.NO_PERMISSION, "x").code == pb.FORBIDDEN
     assert from_remoting(ResponseCode.SYSTEM_ERROR, "boom").code == pb.INTERNAL_SERVER_ERROR
+    # a Sync write with no replica in sync: answered without a remark, the code's name said
+    unavailable = from_remoting(ResponseCode.SLAVE_NOT_AVAILABLE, "")
+    assert (unavailable.code, unavailable.message) == (
+        pb.HA_NOT_AVAILABLE,
+        "SLAVE_NOT_AVAILABLE (11)",
+    )
+    assert from_remoting(999, None).message == "999"
     assert peer_of("ipv4:127.0.0.1:5000") == ("127.0.0.1", 5000)
     assert peer_of("ipv6:[::1]:5000") == ("::1", 5000)
     assert peer_of("unix:/tmp/socket") == ("0.0.0.0", 0)

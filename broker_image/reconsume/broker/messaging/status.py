@@ -28,8 +28,14 @@ def status(code: pb.Code, message: str | None = None) -> pb.Status:
 
 
 def from_remoting(code: int, remark: str | None) -> pb.Status:
-    """The Status of a remoting answer; codes without a counterpart are internal errors."""
-    return status(_FROM_REMOTING.get(code, pb.INTERNAL_SERVER_ERROR), remark or str(code))
+    """The Status of a remoting answer; codes without a counterpart are internal errors. An
+    answer without a remark (a Sync write's SLAVE_NOT_AVAILABLE) says its code's name."""
+    if not remark:
+        try:
+            remark = f"{ResponseCode(code).name} ({code})"
+        except ValueError:
+            remark = str(code)
+    return status(_FROM_REMOTING.get(code, pb.INTERNAL_SERVER_ERROR), remark)
 
 
 class Refused(Exception):
