@@ -45,6 +45,7 @@ from reconsume_operator.credentials import CredentialsProblem
 from reconsume_operator.events import Warnings, normal
 from reconsume_operator.kube import KubeError
 from reconsume_operator.master_services import master_slices
+from reconsume_operator.master_status import register_master_status
 from reconsume_operator.masters import masters_column, with_masters
 from reconsume_operator.metrics import reconcile_timer
 from reconsume_operator.naming import broker_name
@@ -224,6 +225,7 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
     kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry, id="cluster-resume")(
         reconcile_cluster
     )
+    register_master_status(registry, ctx, passes)
     kopf.timer(
         GROUP,
         VERSION,

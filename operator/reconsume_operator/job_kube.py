@@ -1,24 +1,15 @@
 """What the DeadLetterJob handlers need of the API server beyond applying and getting objects:
-listing by label, deleting, writing a custom resource's status, and whether a CRD is served.
+listing by label, deleting, writing a custom resource's status (the writer's), and whether a CRD
+is served.
 One :class:`JobKube` is the operator's :class:`~reconsume_operator.kube.ChildWriter` (one API
 client per process). Blocking, like the writer: call it in a thread."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from reconsume_operator.kube import ChildWriter
 
 
 class JobKube(ChildWriter):
-    def patch_status(
-        self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]
-    ) -> None:
-        """Merge ``status`` into the object's status (None removes a field)."""
-        self._send_merge_patch(
-            api_version, kind, namespace, name, {"status": status}, of_status=True
-        )
-
     def serves(self, crd: str, version: str) -> bool:
         """Whether the CustomResourceDefinition ``crd`` exists and serves ``version``."""
         found = self.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", crd)

@@ -180,6 +180,14 @@ class ChildWriter:
         """A JSON merge patch of the object (``None`` values remove fields)."""
         self._send_merge_patch(api_version, kind, namespace, name, body)
 
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
+        """Merge ``status`` into the object's status (None removes a field)."""
+        self._send_merge_patch(
+            api_version, kind, namespace, name, {"status": status}, of_status=True
+        )
+
     def _send_merge_patch(
         self,
         api_version: str,

@@ -312,7 +312,7 @@ def test_rbac_without_spark_on_kubernetes(helm: Helm) -> None:
     rules = rules_of(objects, "Role")
     # Roles and ServiceAccounts only for replicated brokers: their Leases, nothing more.
     assert grants(rules, "rbac.authorization.k8s.io", "roles", "create")
-    for verb in ("get", "update"):
+    for verb in ("get", "update", "watch"):  # watch: the status follows the Leases
         assert grants(rules, "coordination.k8s.io", "leases", verb)
     assert not grants(rules, "", "persistentvolumeclaims", "create")
     assert not grants(rules, "sparkoperator.k8s.io", "sparkapplications", "create")
