@@ -20,12 +20,12 @@ from typing import Any
 import kopf
 
 from reconsume.topology.clusters import cluster_spec
-from reconsume_operator.context import OperatorContext
+from reconsume_operator.context import GROUP, VERSION, OperatorContext
 from reconsume_operator.kube import KubeError
 from reconsume_operator.masters import BrokerLease, broker_lease, masters_column, with_masters
 from reconsume_operator.passes import ObjectLocks, deleting
 
-GROUP, VERSION, KIND = "reconsume.io", "v1alpha1", "BrokerCluster"
+KIND = "BrokerCluster"
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 LEASE_LABELS: dict[str, Any] = {
