@@ -28,7 +28,7 @@ from reconsume_operator.passes import ObjectLocks, deleting
 KIND = "BrokerCluster"
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 INSTANCE_LABEL = "app.kubernetes.io/instance"
-LEASE_LABELS: dict[str, Any] = {
+LEASE_LABELS: dict[str, str] = {
     "app.kubernetes.io/component": "broker-lease",
     "app.kubernetes.io/managed-by": "reconsume-operator",
 }

@@ -16,15 +16,19 @@ from reconsume.topology import Kind
 from reconsume_operator.cluster_handlers import register_clusters
 from reconsume_operator.config import OperatorConfig
 from reconsume_operator.context import FINALIZER, STORAGE_PREFIX, OperatorContext
+from reconsume_operator.dead_letter_jobs import JOB_LABEL
 from reconsume_operator.events import install_log_filter
 from reconsume_operator.job_handlers import register_jobs
 from reconsume_operator.job_kube import JobKube
+from reconsume_operator.master_status import LEASE_LABELS
 from reconsume_operator.metrics import serve_metrics
 from reconsume_operator.peering import ensure_peering
 from reconsume_operator.topology_handlers import register_topology
 from reconsume_operator.user_handlers import register_users
 
 QUEUEING_ERROR_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Kopf's delays between retries of a failing watch-event processing, in seconds (bounded
+by a minute instead of Kopf's ten)."""
 WATCH_SERVER_TIMEOUT_S = 300
 """The API server ends each watch after this long and Kopf starts the next one from the last
 resource version: without it a watch connection that stalls silently (a proxy or the server
@@ -37,8 +41,14 @@ object's timers before it releases the object's finalizer; a timer whose handler
 that moment (a reconcile waiting on a name server that does not answer) is looked at again only
 after this, which Kopf sets to 60 s: the deletion of a BrokerCluster, Topic or ConsumerGroup
 then waited a minute for a pass that ended within seconds."""
-"""Kopf's delays between retries of a failing watch-event processing, in seconds (bounded
-by a minute instead of Kopf's ten)."""
+WATCH_SELECTORS: dict[tuple[str, str], str] = {
+    ("batch", "jobs"): JOB_LABEL,
+    ("coordination.k8s.io", "leases"): ",".join(f"{k}={v}" for k, v in LEASE_LABELS.items()),
+}
+"""Label selectors the API server applies to the watches of kinds the operator does not own.
+The handlers' own label filters are applied by Kopf as events arrive: without these the
+operator would receive every Job and every Lease of the namespaces it watches — cluster-wide,
+each node's heartbeat Lease every 10 s — and decode each to drop it."""
 
 
 def register(
@@ -91,6 +101,8 @@ def register(
         settings.execution.default_backoff = config.backoff_max_s
         settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_S
         settings.watching.client_timeout = WATCH_CLIENT_TIMEOUT_S
+        for resource, selector in WATCH_SELECTORS.items():
+            settings.watching.label_selectors[resource] = selector
         settings.background.cancellation_polling = TIMER_EXIT_POLLING_S
         if config.metrics_port is not None:
             server, thread, port = serve_metrics(config.metrics_port)

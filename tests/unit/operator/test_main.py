@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import kopf
+from kopf._cogs.structs.references import Resource
 from prometheus_client import CollectorRegistry, Counter
 
 from reconsume_operator.config import OperatorConfig
@@ -48,6 +50,44 @@ def test_every_handler_is_registered_in_the_given_registry() -> None:
     assert {t.interval for t in timers} == {2}  # type: ignore[union-attr]
     indices = {str(h.id) for h in registry._indexing.get_all_handlers()}
     assert indices == {"broker_clusters", "group_claims", "topic_claims"}
+
+
+def configured_settings() -> kopf.OperatorSettings:
+    """The settings as the operator's startup handler leaves them."""
+    registry = kopf.OperatorRegistry()
+    register(registry, OperatorConfig(standalone=True))
+    settings = kopf.OperatorSettings()
+    (startup,) = [h for h in registry._activities.get_all_handlers() if h.activity == "startup"]
+    startup.fn(settings=settings, logger=logging.getLogger("test"))
+    return settings
+
+
+def test_watches_of_kinds_the_operator_does_not_own_are_filtered_by_the_api_server() -> None:
+    """A Kopf handler's label filter drops events after they arrive: the watch of a kind
+    the operator only looks at a labelled part of asks the API server for that part."""
+    settings = configured_settings()
+    registry = kopf.OperatorRegistry()
+    register(registry, OperatorConfig(standalone=True))
+    filtered = [h for h in registry._watching.get_all_handlers() if h.labels]
+    assert {h.selector.any_name for h in filtered if h.selector} == {"jobs", "leases"}
+    for handler in filtered:
+        selector = handler.selector
+        assert selector is not None
+        assert selector.group is not None
+        assert selector.version is not None
+        assert selector.any_name is not None
+        resource = Resource(selector.group, selector.version, selector.any_name)
+        (server_side,) = settings.watching.label_selectors.collect(resource)
+        assert server_side.split(",") == [
+            key if value is kopf.PRESENT else f"{key}={value}"
+            for key, value in (handler.labels or {}).items()
+        ]
+    leases = Resource("coordination.k8s.io", "v1", "leases")
+    assert settings.watching.label_selectors.collect(leases) == [
+        "app.kubernetes.io/component=broker-lease,app.kubernetes.io/managed-by=reconsume-operator"
+    ]
+    pods = Resource("", "v1", "pods")
+    assert settings.watching.label_selectors.collect(pods) == []
 
 
 def sample(kind: str, result: str) -> float:
