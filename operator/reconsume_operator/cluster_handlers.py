@@ -26,6 +26,7 @@ request per reconcile.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,13 @@ from reconsume_operator.context import GROUP, VERSION, OperatorContext, utc_now
 from reconsume_operator.credentials import CredentialsProblem
 from reconsume_operator.events import Warnings, normal
 from reconsume_operator.kube import KubeError
-from reconsume_operator.master_services import master_slices
+from reconsume_operator.master_services import (
+    SLICE_KIND,
+    address_type,
+    ensure_slice,
+    is_master_service,
+    master_slices,
+)
 from reconsume_operator.master_status import register_master_status
 from reconsume_operator.masters import masters_column, with_masters
 from reconsume_operator.metrics import reconcile_timer
@@ -159,9 +166,17 @@ def register_clusters(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> 
                 brokers = max(spec.brokers, decision.replicas)
                 placeholders = [*leases(spec, decision.replicas), *master_slices(spec, brokers)]
                 kopf.adopt([*objects, *placeholders], owner=body)
+                families = {}
+                for service in filter(is_master_service, objects):  # their slices' family
+                    applied = await asyncio.to_thread(ctx.writer.apply, service)
+                    families[service["metadata"]["name"]] = address_type(applied)
                 for placeholder in placeholders:  # before the pods that use them
-                    await asyncio.to_thread(ctx.writer.create_missing, placeholder)
-                for obj in objects:
+                    if placeholder["kind"] == SLICE_KIND:
+                        placeholder["addressType"] = families[placeholder["metadata"]["name"]]
+                        await asyncio.to_thread(ensure_slice, ctx.writer, placeholder)
+                    else:
+                        await asyncio.to_thread(ctx.writer.create_missing, placeholder)
+                for obj in itertools.filterfalse(is_master_service, objects):
                     first_set = obj["metadata"]["name"] == broker_name(spec.name)
                     if obj["kind"] == "StatefulSet" and first_set and version is not None:
                         # Written only if unchanged since the replicas were decided.

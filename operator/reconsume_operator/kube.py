@@ -85,12 +85,13 @@ class ChildWriter:
                 self._dynamic = DynamicClient(self._api)
             return self._dynamic
 
-    def apply(self, obj: Mapping[str, Any]) -> None:
-        """Create or update ``obj`` (server-side apply, taking over conflicting fields)."""
+    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or update ``obj`` (server-side apply, taking over conflicting fields); the
+        object as the API server has it then."""
         try:
             client = self._client()
             resource = client.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-            client.server_side_apply(
+            applied = client.server_side_apply(
                 resource,
                 body=dict(obj),
                 namespace=obj["metadata"].get("namespace"),
@@ -101,6 +102,8 @@ class ChildWriter:
             raise api_error(f"{obj['kind']} {obj['metadata']['name']}", exc) from exc
         except (OSError, ConfigException) as exc:
             raise KubeError(f"{obj['kind']} {obj['metadata']['name']}: {exc}") from exc
+        document: dict[str, Any] = applied.to_dict()
+        return document
 
     def create_missing(self, obj: Mapping[str, Any]) -> bool:
         """Create ``obj`` unless an object of its kind and name exists; whether it was created.

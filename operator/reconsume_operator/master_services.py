@@ -11,13 +11,22 @@ The operator creates both; it applies the Service on every pass but creates the 
 it is missing and never writes it again (the brokers do). Brokers may only get their Services
 and get and update their slices (the rules of :func:`endpoint_rules`, in the Role of their
 Leases).
+
+A slice's address type is immutable and must be the Service's IP family (kube-proxy reads the
+slices of its family only), which the API server picks: the cluster's first family unless the
+Service says otherwise. So the slice is created after its Service is applied, with the applied
+Service's family (:func:`address_type`) — IPv6 on an IPv6 cluster — and a slice of the other
+family (from before this) is replaced (:func:`ensure_slice`).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 from reconsume.topology.clusters import ClusterSpec
+from reconsume_operator.kube import ChildWriter
 from reconsume_operator.naming import (
     BROKER_GRPC_MASTER_PORT,
     BROKER_GRPC_PORT,
@@ -34,6 +43,9 @@ MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 MANAGED_BY = "reconsume-broker"
 """Not the EndpointSlice controller's value: it leaves the slice alone."""
 COMPONENT = "broker-master"
+SLICE_KIND = "EndpointSlice"
+
+log = logging.getLogger(__name__)
 
 
 def master_service_name(broker: str) -> str:
@@ -75,7 +87,7 @@ def master_slices(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
         slices.append(
             {
                 "apiVersion": DISCOVERY_API,
-                "kind": "EndpointSlice",
+                "kind": SLICE_KIND,
                 "metadata": metadata,
                 "addressType": "IPv4",
                 "endpoints": [],
@@ -100,3 +112,38 @@ def endpoint_rules(spec: ClusterSpec, count: int) -> list[dict[str, Any]]:
             "verbs": ["get", "update"],
         },
     ]
+
+
+def is_master_service(obj: Mapping[str, Any]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return bool(obj["kind"] == "Service" and labels.get("app.kubernetes.io/component") == COMPONENT)
+
+
+def address_type(service: Mapping[str, Any] | None) -> str:
+    """The address type of the slice of ``service`` as the API server has it: its first IP
+    family (IPv4 when it shows none, as before dual-stack)."""
+    families = ((service or {}).get("spec") or {}).get("ipFamilies") or ["IPv4"]
+    return "IPv6" if families[0] == "IPv6" else "IPv4"
+
+
+def ensure_slice(writer: ChildWriter, wanted: Mapping[str, Any]) -> bool:
+    """Create the slice ``wanted`` (its ``addressType`` set from its Service) unless one of that
+    name and address type exists; one of the other type is deleted first (its address type
+    cannot change, and no master could have claimed it: a pod's address is of the cluster's
+    family). Whether a slice was created."""
+    metadata = wanted["metadata"]
+    namespace, name = metadata.get("namespace") or "", metadata["name"]
+    found = writer.get(DISCOVERY_API, SLICE_KIND, namespace, name)
+    if found is not None:
+        if found.get("addressType") == wanted["addressType"]:
+            return False
+        log.warning(
+            "EndpointSlice %s/%s holds %s addresses, its Service %s: replacing it",
+            namespace,
+            name,
+            found.get("addressType"),
+            wanted["addressType"],
+        )
+        uid = (found.get("metadata") or {}).get("uid")
+        writer.delete(DISCOVERY_API, SLICE_KIND, namespace, name, uid)
+    return writer.create_missing(wanted)

@@ -36,7 +36,9 @@ START_TIMEOUT_S = 90.0
 """etcd, then kube-apiserver until ``/readyz`` answers 200: about 10 s on two idle cores."""
 STOP_TIMEOUT_S = 30.0
 """A process still running this long after SIGTERM is killed, and the test session fails."""
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24,fd00:10:96::/112"
+"""Dual-stack, IPv4 first: Services are IPv4 unless they ask for IPv6 (``ipFamilies``), as
+on an IPv6 cluster they all are."""
 
 T = TypeVar("T")
 

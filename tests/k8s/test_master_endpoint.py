@@ -13,11 +13,18 @@ from typing import Any
 import kubernetes.client
 import pytest
 
-from reconsume.broker.kube_api import KubeAccessError, KubeApi, KubeCredentials
+from reconsume.broker.kube_api import KubeAccessError, KubeApi, KubeApiError, KubeCredentials
 from reconsume.broker.master_endpoint import EPOCH, HOLDER, EndpointFenced, MasterEndpoint
 from reconsume.message.address import HostAddress
 from reconsume.topology.clusters import cluster_spec
-from reconsume_operator.master_services import endpoint_rules, master_services, master_slices
+from reconsume_operator.kube import ChildWriter
+from reconsume_operator.master_services import (
+    address_type,
+    endpoint_rules,
+    ensure_slice,
+    master_services,
+    master_slices,
+)
 
 from ..polling import eventually
 from ..unit.operator.test_children import resource
@@ -28,6 +35,7 @@ __all__ = ["namespace"]
 
 POD_A = HostAddress.parse("10.244.0.7:0").ip
 POD_B = HostAddress.parse("10.244.0.9:0").ip
+POD_V6 = HostAddress.parse("[fd00:10:244::7]:0").ip
 PORTS = {"broker": 10912, "grpc": 8082}
 """The master ports, as a master that serves gRPC claims them."""
 
@@ -107,3 +115,50 @@ def test_masters_claim_the_service_by_epoch_with_only_the_brokers_role(
     other = endpoint(control_plane, namespace, "orders-broker-1-master", token)
     with pytest.raises(KubeAccessError, match="get on the Service and get and update"):
         other.claim(POD_A, PORTS, 4, "orders-broker-1-0")
+
+
+def test_on_an_ipv6_cluster_the_slice_is_ipv6_and_a_master_claims_it(
+    api: kubernetes.client.ApiClient, control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """The operator creates a slice of its Service's IP family, which the API server picks
+    (an IPv6 cluster's Services are IPv6: here one asks for it); a slice of the other family,
+    as operators before this one left it, is replaced; a master with an IPv6 pod address
+    claims it and registers the Service's IPv6 address."""
+    body = resource(replicas=2, brokers=1)
+    body["metadata"]["namespace"] = namespace
+    spec = cluster_spec(body, "img:1")
+    (service,) = master_services(spec, 1)
+    (wanted,) = master_slices(spec, 1)
+    name = service["metadata"]["name"]
+    writer = ChildWriter(control_plane.configuration())
+    try:
+        kubernetes.client.DiscoveryV1Api(api).create_namespaced_endpoint_slice(
+            namespace, wanted, _preload_content=False
+        )  # IPv4, as before
+        ipv6 = {**service, "spec": {**service["spec"], "ipFamilies": ["IPv6"]}}
+        applied = writer.apply(ipv6)
+        assert address_type(applied) == "IPv6"
+        cluster_ip = applied["spec"]["clusterIP"]
+        assert ":" in cluster_ip
+        assert address_type(writer.apply(service)) == "IPv6"  # it keeps its family
+        wanted["addressType"] = "IPv6"
+        assert ensure_slice(writer, wanted) is True  # the IPv4 one replaced
+        assert ensure_slice(writer, wanted) is False
+        assert slice_of(api, namespace, name)["addressType"] == "IPv6"
+    finally:
+        writer.close()
+
+    token = service_account_token(
+        api, control_plane, namespace, "broker", endpoint_rules(spec, 1), tmp_path / "token"
+    )
+    master = endpoint(control_plane, namespace, name, token)
+    eventually(lambda: claimable(master), 10, "the Role applies")
+    claimed = master.claim(POD_V6, PORTS, 2, "orders-broker-0-0")
+    assert claimed.addresses == {
+        "broker": f"[{cluster_ip}]:10911",
+        "grpc": f"[{cluster_ip}]:8081",
+    }
+    found = slice_of(api, namespace, name)
+    assert [e["addresses"] for e in found["endpoints"]] == [["fd00:10:244::7"]]
+    with pytest.raises(KubeApiError, match=r"holds IPv6 addresses, the pod's is 10\.244\.0\.7"):
+        master.claim(POD_A, PORTS, 3, "orders-broker-0-1")

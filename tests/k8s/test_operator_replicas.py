@@ -112,6 +112,8 @@ def test_replicas_elect_through_the_leases_the_operator_made(
             empty = read_slice()  # created empty: the broker's master fills it in
             assert not empty.get("endpoints")
             assert empty["metadata"]["ownerReferences"][0]["kind"] == "BrokerCluster"
+            assert master_service.spec.ip_families == ["IPv4"]  # the cluster's first family
+            assert empty["addressType"] == "IPv4"  # the Service's
             assert not exists(
                 lambda: policy.read_namespaced_pod_disruption_budget("orders-broker", ns)
             )
