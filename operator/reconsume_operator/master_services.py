@@ -15,8 +15,9 @@ Leases).
 A slice's address type is immutable and must be the Service's IP family (kube-proxy reads the
 slices of its family only), which the API server picks: the cluster's first family unless the
 Service says otherwise. So the slice is created after its Service is applied, with the applied
-Service's family (:func:`address_type`) — IPv6 on an IPv6 cluster — and a slice of the other
-family (from before this) is replaced (:func:`ensure_slice`).
+Service's family (:func:`address_type`), and a slice of the other family (earlier versions
+created IPv4 ones only) is replaced (:func:`ensure_slice`). The pods still listen on IPv4 only
+(docs/operator.md): this is what an IPv6-first cluster needs of the slices, not all it needs.
 """
 
 from __future__ import annotations
