@@ -52,22 +52,20 @@ def test_every_handler_is_registered_in_the_given_registry() -> None:
     assert indices == {"broker_clusters", "group_claims", "topic_claims"}
 
 
-def configured_settings() -> kopf.OperatorSettings:
-    """The settings as the operator's startup handler leaves them."""
+def configured() -> tuple[kopf.OperatorRegistry, kopf.OperatorSettings]:
+    """The operator's registry, and the settings as its startup handler leaves them."""
     registry = kopf.OperatorRegistry()
     register(registry, OperatorConfig(standalone=True))
     settings = kopf.OperatorSettings()
     (startup,) = [h for h in registry._activities.get_all_handlers() if h.activity == "startup"]
     startup.fn(settings=settings, logger=logging.getLogger("test"))
-    return settings
+    return registry, settings
 
 
 def test_watches_of_kinds_the_operator_does_not_own_are_filtered_by_the_api_server() -> None:
     """A Kopf handler's label filter drops events after they arrive: the watch of a kind
     the operator only looks at a labelled part of asks the API server for that part."""
-    settings = configured_settings()
-    registry = kopf.OperatorRegistry()
-    register(registry, OperatorConfig(standalone=True))
+    registry, settings = configured()
     filtered = [h for h in registry._watching.get_all_handlers() if h.labels]
     assert {h.selector.any_name for h in filtered if h.selector} == {"jobs", "leases"}
     for handler in filtered:
