@@ -16,7 +16,7 @@ import pytest
 from reconsume.broker.kube_api import KubeAccessError, KubeApi, KubeApiError, KubeCredentials
 from reconsume.broker.master_endpoint import EPOCH, HOLDER, EndpointFenced, MasterEndpoint
 from reconsume.message.address import HostAddress
-from reconsume.topology.clusters import cluster_spec
+from reconsume.topology.clusters import ClusterSpec, cluster_spec
 from reconsume_operator.kube import ChildWriter
 from reconsume_operator.master_services import (
     address_type,
@@ -56,6 +56,17 @@ def slice_of(api: kubernetes.client.ApiClient, namespace: str, name: str) -> dic
     return document
 
 
+def one_broker(namespace: str) -> tuple[ClusterSpec, dict[str, Any], dict[str, Any]]:
+    """A replicated cluster of one broker in ``namespace``: its spec, and its broker's master
+    Service and slice as the operator makes them."""
+    body = resource(replicas=2, brokers=1)
+    body["metadata"]["namespace"] = namespace
+    spec = cluster_spec(body, "img:1")
+    (service,) = master_services(spec, 1)
+    (empty,) = master_slices(spec, 1)
+    return spec, service, empty
+
+
 def claimable(master: MasterEndpoint) -> bool:
     """Whether the Role applies yet (a new RoleBinding takes a moment)."""
     try:
@@ -68,11 +79,7 @@ def claimable(master: MasterEndpoint) -> bool:
 def test_masters_claim_the_service_by_epoch_with_only_the_brokers_role(
     api: kubernetes.client.ApiClient, control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    body = resource(replicas=2, brokers=1)
-    body["metadata"]["namespace"] = namespace
-    spec = cluster_spec(body, "img:1")
-    (service,) = master_services(spec, 1)
-    (empty,) = master_slices(spec, 1)
+    spec, service, empty = one_broker(namespace)
     name = service["metadata"]["name"]
     assert name == "orders-broker-0-master"
     created = kubernetes.client.CoreV1Api(api).create_namespaced_service(namespace, service)
@@ -124,11 +131,7 @@ def test_on_an_ipv6_cluster_the_slice_is_ipv6_and_a_master_claims_it(
     (an IPv6 cluster's Services are IPv6: here one asks for it); a slice of the other family,
     as operators before this one left it, is replaced; a master with an IPv6 pod address
     claims it and registers the Service's IPv6 address."""
-    body = resource(replicas=2, brokers=1)
-    body["metadata"]["namespace"] = namespace
-    spec = cluster_spec(body, "img:1")
-    (service,) = master_services(spec, 1)
-    (wanted,) = master_slices(spec, 1)
+    spec, service, wanted = one_broker(namespace)
     name = service["metadata"]["name"]
     writer = ChildWriter(control_plane.configuration())
     try:
