@@ -112,6 +112,7 @@ def _namesrv(args: argparse.Namespace) -> int:
     from reconsume.errors import InvalidArgumentError, ReconsumeError
     from reconsume.namesrv import NameServer, NamesrvSettings
     from reconsume.runtime import run_until_signalled
+    from reconsume.wire.listen import listen_text
 
     try:
         settings = NamesrvSettings(**given_settings(NamesrvSettings, args))
@@ -122,7 +123,7 @@ def _namesrv(args: argparse.Namespace) -> int:
 
     async def start() -> str:
         port = await server.start()
-        return f"{settings.listen_host}:{port}"
+        return listen_text(settings.listen_host, port)
 
     try:
         return run_until_signalled(start, server.stop, "reconsume namesrv")

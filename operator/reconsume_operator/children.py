@@ -57,7 +57,7 @@ def namesrv_deployment(spec: ClusterSpec) -> dict[str, Any]:
         "name": "namesrv",
         "image": spec.image,
         "command": ["reconsume"],
-        "args": ["namesrv", "--listen", f"0.0.0.0:{NAMESRV_PORT}", *security_args(spec)],
+        "args": ["namesrv", "--listen", f":{NAMESRV_PORT}", *security_args(spec)],
         "ports": [{"name": "namesrv", "containerPort": NAMESRV_PORT}],
         "readinessProbe": {"tcpSocket": {"port": "namesrv"}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": "namesrv"}, "periodSeconds": 10},

@@ -109,6 +109,16 @@ def peering_priority(args: argparse.Namespace) -> int | None:
     return priority(from_env) if from_env else None
 
 
+def liveness_endpoint(port: int | None, pod_ip: str) -> str | None:
+    """Kopf's probe URL: on every interface of the pod's IP family (``POD_IP``, from the
+    downward API). Kopf listens on its URL's host alone, and ``::`` would be IPv6 only, so the
+    kubelet's probe of an IPv4 pod would find nothing; ``0.0.0.0`` likewise on IPv6 pods."""
+    if not port:
+        return None
+    host = "[::]" if ":" in pod_ip else "0.0.0.0"
+    return f"http://{host}:{port}/healthz"
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "reconsume-operator") -> int:
     args = build_parser(prog).parse_args(argv)
     try:
@@ -119,7 +129,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "reconsume-operator") ->
     kopf.configure(verbose=args.verbose)
     registry = kopf.OperatorRegistry()
     register(registry, config)
-    liveness = f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None
+    liveness = liveness_endpoint(config.liveness_port, os.environ.get("POD_IP", ""))
     kopf.run(
         registry=registry,
         clusterwide=bool(args.all_namespaces),

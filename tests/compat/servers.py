@@ -5,7 +5,6 @@ cleanly afterwards; and what the tests read back from them with our own wire cli
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,16 +43,22 @@ class Cluster:
     def broker_of_msg_id(self, offset_msg_id: str) -> str:
         """The name of the broker an offset message id says stored the message."""
         host, _ = parse_offset_msg_id(offset_msg_id)
-        return self.broker_of(f"{ipaddress.ip_address(host.ip)}:{host.port}")
+        return self.broker_of(str(host))
 
 
 @contextmanager
-def compat_cluster(root: Path, cluster_name: str = CLUSTER_NAME) -> Iterator[Cluster]:
+def compat_cluster(
+    root: Path, cluster_name: str = CLUSTER_NAME, *, ipv6: bool = False
+) -> Iterator[Cluster]:
     """A name server and :data:`BROKERS` (cluster ``cluster_name``: Sync flush, 64 MiB commit-log
     segments, the retry tests' short delay levels), each asserted to exit 0 on SIGTERM at the
-    end."""
+    end. With ``ipv6`` every server listens on every interface (``:0``, as in pods), the
+    brokers advertise ``::1`` and the name server's address given to clients is ``[::1]``'s."""
     root.mkdir(parents=True, exist_ok=True)
-    namesrv = start_server("namesrv", "--listen", "127.0.0.1:0")
+    namesrv = start_server("namesrv", "--listen", ":0" if ipv6 else "127.0.0.1:0")
+    if ipv6:
+        namesrv.address = f"[::1]{namesrv.address}"  # it says "listening on :PORT"
+    listen, advertise = (":0", ("--advertise", "[::1]:0")) if ipv6 else ("127.0.0.1:0", ())
     cluster = Cluster(namesrv)
     try:
         for name in BROKERS:
@@ -61,8 +66,9 @@ def compat_cluster(root: Path, cluster_name: str = CLUSTER_NAME) -> Iterator[Clu
                 namesrv.address,
                 name,
                 root / name,
+                listen=listen,
                 cluster=cluster_name,
-                extra=("--delay-levels", TEST_DELAY_LEVELS),
+                extra=("--delay-levels", TEST_DELAY_LEVELS, *advertise),
             )
         yield cluster
     finally:

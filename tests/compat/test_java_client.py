@@ -49,9 +49,19 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield started
 
 
+@pytest.fixture(params=["IPv4", "IPv6"])
+def either_family(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """:func:`cluster`, or one whose servers listen on every interface and are reached, and
+    advertise themselves, over IPv6 (as pods of an IPv6 cluster)."""
+    with compat_cluster(tmp_path / "servers", ipv6=request.param == "IPv6") as started:
+        asyncio.run(create_topic(started, TOPIC))
+        yield started
+
+
 def test_java_client_discovers_the_topic_on_both_brokers(
-    java_client: JavaClient, cluster: Cluster, tmp_path: Path
+    java_client: JavaClient, either_family: Cluster, tmp_path: Path
 ) -> None:
+    cluster = either_family
     run = run_driver(
         java_client, cluster, "route", tmp_path, topic=TOPIC, group=GROUP, auto_topic=AUTO_TOPIC
     )

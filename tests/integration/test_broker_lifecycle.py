@@ -188,7 +188,6 @@ def test_sigterm_exits_zero_and_the_name_server_drops_the_routes(tmp_path: Path)
     [
         (["--default-queues", "0"], "default_topic_queue_nums"),
         (["--listen", "127.0.0.1:70000"], "port"),
-        (["--listen", "0.0.0.0:0"], "advertised_address"),
         (["--namesrv", "nowhere"], "namesrv_addresses"),
         (["--broker-name", "a b"], "broker_name"),
         (["--http-listen", "localhost:8080"], "http_listen"),

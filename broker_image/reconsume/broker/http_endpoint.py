@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
+from reconsume.wire.listen import bound_port, listening_socket
+
 log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 8 * 1024
@@ -116,10 +118,13 @@ class HttpEndpoint:
 
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (port 0 picks one); returns the port."""
-        self._server = await asyncio.start_server(
-            self._serve, host, port, limit=MAX_HEAD_BYTES, reuse_address=True
-        )
-        return int(self._server.sockets[0].getsockname()[1])
+        sock = listening_socket(host, port)
+        try:
+            self._server = await asyncio.start_server(self._serve, sock=sock, limit=MAX_HEAD_BYTES)
+        except BaseException:
+            sock.close()
+            raise
+        return bound_port(self._server)
 
     def answer(self, request: Request) -> Response:
         route = self.routes.get(request.path)

@@ -48,6 +48,7 @@ from reconsume.store import MessageStore
 from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.endpoints import RemotingClient, RemotingServer
 from reconsume.wire.h2.stats import TransportStats
+from reconsume.wire.listen import listen_text
 from reconsume.wire.tls_server import TlsListener
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ class Broker:
             )
             port = await _listen("http_listen", http[0], http[1], endpoint.start)
             self._http = endpoint
-            self.http_address = str(HostAddress.parse(f"[{http[0]}]:{port}"))
+            self.http_address = listen_text(http[0], port)
             log.info("broker %s serving HTTP on %s", self.settings.broker_name, self.http_address)
             if self._on_http_listening is not None:
                 self._on_http_listening(self.http_address)
@@ -245,11 +246,10 @@ class Broker:
             await self._start_messaging(messaging, store_host)
         self._housekeeping = asyncio.create_task(self._housekeep(), name="broker-housekeeping")
         log.info(
-            "broker %s of cluster %s listening on %s:%d as %s, store %s (%s flush, TLS %s)",
+            "broker %s of cluster %s listening on %s as %s, store %s (%s flush, TLS %s)",
             settings.broker_name,
             settings.cluster_name,
-            settings.listen_host,
-            port,
+            listen_text(settings.listen_host, port),
             self.address,
             settings.store_dir,
             settings.flush_mode,
@@ -364,4 +364,6 @@ async def _listen(
     try:
         return await bind(host, port)
     except OSError as exc:
-        raise ReconsumeError(f"setting {setting}: cannot listen on {host}:{port}: {exc}") from exc
+        raise ReconsumeError(
+            f"setting {setting}: cannot listen on {listen_text(host, port)}: {exc}"
+        ) from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import socket
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -15,7 +16,14 @@ from reconsume.flags import flag
 from reconsume.message.address import HostAddress
 from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 from reconsume.store.settings import FlushMode, StoreSettings
-from reconsume.wire.listen import listen_flag
+from reconsume.wire.listen import (
+    EVERY_INTERFACE,
+    is_every_address,
+    listen_flag,
+    listen_text,
+    own_address,
+    parse_listen,
+)
 from reconsume.wire.tls import TLS_FLAGS, ClientAuth, TlsMode, TlsServerConfig
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
@@ -52,7 +60,8 @@ class BrokerSettings:
         default="127.0.0.1",
         metadata=listen_flag(),
     )
-    """IP address to listen on (``0.0.0.0`` or ``::`` for every interface)."""
+    """IP address to listen on; ``""`` (``--listen :PORT``) for every interface of both IP
+    families, ``0.0.0.0`` or ``::`` for every interface of one (:mod:`reconsume.wire.listen`)."""
     listen_port: int = 10911
     """TCP port to listen on; 0 picks a free one (the advertised address then uses it)."""
     advertised_address: str | None = field(
@@ -60,11 +69,13 @@ class BrokerSettings:
         metadata=flag(
             "--advertise",
             "ip:port to register and put in message ids",
-            empty="the --listen address",
+            empty="the --listen address; on every interface, the host name's",
         ),
     )
-    """``ip:port`` clients and name servers are told to use; default: the listen address. Its
-    port 0 stands for the port actually bound. It is also the store host of every record, so
+    """``ip:port`` clients and name servers are told to use; default: the listen address, or,
+    listening on every interface, the address this machine's host name resolves to (a
+    container's or pod's own; :func:`reconsume.wire.listen.own_address`). Its port 0 stands
+    for the port actually bound. It is also the store host of every record, so
     offset message ids carry it."""
     namesrv_addresses: tuple[str, ...] = field(
         default=(),
@@ -291,8 +302,8 @@ class BrokerSettings:
             "--http-listen", "host:port of the HTTP endpoint: /metrics, /healthz, /readyz"
         ),
     )
-    """``ip:port`` of the HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``); port 0 picks
-    a free one. None: no HTTP endpoint."""
+    """``ip:port`` of the HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``), ``:port`` on
+    every interface; port 0 picks a free one. None: no HTTP endpoint."""
     grpc_listen: str | None = field(
         default=None,
         metadata=flag(
@@ -301,7 +312,8 @@ class BrokerSettings:
         ),
     )
     """``ip:port`` of the gRPC service Apache RocketMQ 5's clients speak
-    (:mod:`reconsume.broker.messaging`); port 0 picks a free one. None: no gRPC service."""
+    (:mod:`reconsume.broker.messaging`), ``:port`` on every interface; port 0 picks a free
+    one. None: no gRPC service."""
     register_interval_s: float = field(
         default=30.0,
         metadata=flag(
@@ -320,21 +332,30 @@ class BrokerSettings:
     def __post_init__(self) -> None:
         if not self.store_dir:
             raise _invalid("store_dir", "must name a directory")
-        try:
-            ipaddress.ip_address(self.listen_host)
-        except ValueError:
-            raise _invalid("listen_host", f"{self.listen_host!r} is not an IP address") from None
+        if self.listen_host != EVERY_INTERFACE:
+            try:
+                ipaddress.ip_address(self.listen_host)
+            except ValueError:
+                raise _invalid(
+                    "listen_host", f"{self.listen_host!r} is not an IP address"
+                ) from None
         if not 0 <= self.listen_port <= 65535:
             raise _invalid("listen_port", f"{self.listen_port} is not 0-65535")
         if self.advertised_address is not None:
             advertised = _parse_address("advertised_address", self.advertised_address)
             if ipaddress.ip_address(advertised.ip).is_unspecified:
                 raise _invalid("advertised_address", "must be an address clients can reach")
-        elif ipaddress.ip_address(self.listen_host).is_unspecified:
-            raise _invalid(
-                "advertised_address",
-                f"required when listening on {self.listen_host} (clients cannot reach it)",
-            )
+        elif is_every_address(self.listen_host):
+            own = own_address(self.listen_host)
+            if own is None:
+                raise _invalid(
+                    "advertised_address",
+                    f"required when listening on {listen_text(self.listen_host, self.listen_port)}"
+                    f" (clients cannot reach it, and this host's name {socket.gethostname()!r}"
+                    " has no other address to tell them)",
+                )
+            # Frozen: set once, here, as the default the field's docstring gives.
+            object.__setattr__(self, "advertised_address", listen_text(own, 0))
         for address in self.namesrv_addresses:
             host, sep, port = address.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
@@ -399,9 +420,9 @@ class BrokerSettings:
             raise _invalid("delay_levels", str(exc)) from None
         if self.http_listen is not None:
             http_host, http_port = self.http_address() or ("", 0)
-            hosts = {ipaddress.ip_address(http_host), ipaddress.ip_address(self.listen_host)}
+            hosts = {http_host, self.listen_host}
             if http_port == self.listen_port != 0 and (
-                len(hosts) == 1 or any(host.is_unspecified for host in hosts)
+                len(hosts) == 1 or any(is_every_address(host) for host in hosts)
             ):
                 raise _invalid("http_listen", f"port {http_port} is the remoting port (listen)")
         if self.grpc_listen is not None:
@@ -451,22 +472,14 @@ class BrokerSettings:
         )
 
     def http_address(self) -> tuple[str, int] | None:
-        """``(ip, port)`` of the HTTP endpoint, or None when there is none."""
-        if self.http_listen is None:
-            return None
-        address = _parse_address("http_listen", self.http_listen)
-        if address.port > 65535:
-            raise _invalid("http_listen", f"port {address.port} is not 0-65535")
-        return str(ipaddress.ip_address(address.ip)), address.port
+        """``(host, port)`` of the HTTP endpoint (host ``""``: every interface), or None when
+        there is none."""
+        return _listen_address("http_listen", self.http_listen)
 
     def grpc_address(self) -> tuple[str, int] | None:
-        """``(ip, port)`` of the gRPC service, or None when there is none."""
-        if self.grpc_listen is None:
-            return None
-        address = _parse_address("grpc_listen", self.grpc_listen)
-        if address.port > 65535:
-            raise _invalid("grpc_listen", f"port {address.port} is not 0-65535")
-        return str(ipaddress.ip_address(address.ip)), address.port
+        """``(host, port)`` of the gRPC service (host ``""``: every interface), or None when
+        there is none."""
+        return _listen_address("grpc_listen", self.grpc_listen)
 
     def advertised(self, bound_port: int) -> HostAddress:
         """The address to advertise once the server listens on ``bound_port``."""
@@ -474,6 +487,15 @@ class BrokerSettings:
             return HostAddress(ipaddress.ip_address(self.listen_host).packed, bound_port)
         address = _parse_address("advertised_address", self.advertised_address)
         return address if address.port else HostAddress(address.ip, bound_port)
+
+
+def _listen_address(setting: str, text: str | None) -> tuple[str, int] | None:
+    if text is None:
+        return None
+    host, port = parse_listen(text, setting)
+    if port > 65535:
+        raise _invalid(setting, f"port {port} is not 0-65535")
+    return host, port
 
 
 def _parse_address(setting: str, text: str) -> HostAddress:

@@ -31,6 +31,7 @@ from reconsume.wire.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
+from reconsume.wire.listen import listen_text
 from reconsume.wire.transport import Connection
 
 log = logging.getLogger(__name__)
@@ -86,9 +87,8 @@ class NameServer:
         if self.guard is not None:
             self.guard.start()
         log.info(
-            "name server listening on %s:%d (TLS %s)",
-            self.settings.listen_host,
-            self.port,
+            "name server listening on %s (TLS %s)",
+            listen_text(self.settings.listen_host, self.port),
             self.settings.tls_mode,
         )
         return self.port

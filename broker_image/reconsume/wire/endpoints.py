@@ -16,6 +16,7 @@ from reconsume.wire.command import RemotingCommand
 from reconsume.wire.credential_files import environment_signer
 from reconsume.wire.dispatcher import Dispatcher
 from reconsume.wire.frame import MAX_FRAME_BYTES
+from reconsume.wire.listen import bound_port, create_server
 from reconsume.wire.side_listener import SideListener
 from reconsume.wire.tls import ClientTls, TlsServerConfig, tls_from_environment
 from reconsume.wire.tls_server import TlsListener
@@ -65,11 +66,10 @@ class RemotingServer:
         :meth:`start_serving`."""
         if self.tls is not None:
             return self.tls.start(host, port, start_serving=start_serving)
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, host, port, reuse_address=True, start_serving=start_serving
+        self._server = await create_server(
+            self._new_connection, host, port, start_serving=start_serving
         )
-        return int(self._server.sockets[0].getsockname()[1])
+        return bound_port(self._server)
 
     async def start_serving(self) -> None:
         if self.tls is not None:

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from reconsume.wire.listen import bound_port, create_server
 from reconsume.wire.tls import TlsServerConfig
 from reconsume.wire.tls_server import TlsListener
 
@@ -48,11 +49,8 @@ class SideListener(Generic[C]):
             self.tls = TlsListener(tls, self._accept, name, alpn=alpn)
             self.port = self.tls.start(host, port, start_serving=False)
         else:
-            loop = asyncio.get_running_loop()
-            self.server = await loop.create_server(
-                self._accept, host or None, port, reuse_address=True, start_serving=False
-            )
-            self.port = int(self.server.sockets[0].getsockname()[1])
+            self.server = await create_server(self._accept, host, port, start_serving=False)
+            self.port = bound_port(self.server)
         self._sides.add(self)
 
     async def start_serving(self) -> None:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reconsume.errors import InvalidArgumentError
+from reconsume.wire.listen import listening_socket, peer_host_port
 from reconsume.wire.tls import TlsServerConfig, route_of, server_context
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,6 @@ RELOAD_CHECK_S = 1.0
 LOGGED_PEERS_MAX = 1024
 """Peers whose refusal or failed handshake was logged; past this many the set starts again
 (log lines stay bounded)."""
-BACKLOG = 100
 
 
 @dataclass
@@ -116,25 +116,8 @@ class ServerContext:
 
 
 def bind(host: str, port: int) -> list[socket.socket]:
-    """Listening sockets on ``host:port`` as ``loop.create_server`` makes them: one per address
-    ``host`` resolves to, ``SO_REUSEADDR``, IPv6 sockets IPv6-only, non-blocking."""
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    sockets: list[socket.socket] = []
-    try:
-        for family, kind, proto, _name, address in dict.fromkeys(infos):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(BACKLOG)
-            sock.setblocking(False)
-    except OSError:
-        for sock in sockets:
-            sock.close()
-        raise
-    return sockets
+    """The listening socket on ``host:port`` (:func:`reconsume.wire.listen.listening_socket`)."""
+    return [listening_socket(host, port)]
 
 
 async def peek(sock: socket.socket) -> bytes:
@@ -311,8 +294,7 @@ class TlsListener:
 
 def _peer_host(sock: socket.socket) -> str:
     try:
-        peer = sock.getpeername()
+        peer = peer_host_port(sock.getpeername())
     except OSError:
         return "?"
-    host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-    return host.removeprefix("::ffff:") if "." in host else host
+    return "?" if peer is None else peer[0]

@@ -21,6 +21,7 @@ from reconsume.wire.codes import RequestCode, ResponseCode
 from reconsume.wire.command import FLAG_RESPONSE, RemotingCommand
 from reconsume.wire.dispatcher import Dispatcher, HandlerResult
 from reconsume.wire.frame import MAX_FRAME_BYTES, FrameReader, encode_frame
+from reconsume.wire.listen import peer_host_port
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +76,9 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transport implements asyncio.Transport without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            host = str(peer[0])
-            if host.startswith("::ffff:") and "." in host:
-                host = host[len("::ffff:") :]
-            self.peer_host = host
+        peer = peer_host_port(transport.get_extra_info("peername"))
+        if peer is not None:
+            self.peer_host = peer[0]
             self.peer = f"{peer[0]}:{peer[1]}"
 
     def data_received(self, data: bytes) -> None:

@@ -13,6 +13,12 @@ from reconsume.message.address import HostAddress
 from reconsume.store.settings import FlushMode, StoreSettings
 
 
+@pytest.fixture(autouse=True)
+def no_own_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This machine's host name has no address to advertise (whatever its /etc/hosts says)."""
+    monkeypatch.setattr("reconsume.broker.settings.own_address", lambda _host: None)
+
+
 def settings(**changes: Any) -> BrokerSettings:
     return BrokerSettings(**{"store_dir": "/tmp/store", **changes})
 
@@ -33,6 +39,7 @@ def test_defaults_are_valid() -> None:
         ({"advertised_address": "nowhere"}, "advertised_address", "is not host:port"),
         ({"advertised_address": "0.0.0.0:1"}, "advertised_address", "clients can reach"),
         ({"listen_host": "0.0.0.0"}, "advertised_address", "required when listening on 0.0.0.0"),
+        ({"listen_host": "::"}, "advertised_address", "has no other address to tell them"),
         ({"namesrv_addresses": ("a:1", "b")}, "namesrv_addresses", "'b' is not host:port"),
         ({"namesrv_addresses": ("a:0",)}, "namesrv_addresses", "'a:0' is not host:port"),
         ({"namesrv_addresses": (":1",)}, "namesrv_addresses", "is not host:port"),
@@ -95,6 +102,10 @@ def test_defaults_are_valid() -> None:
         ({"http_listen": "127.0.0.1:65536"}, "http_listen", "port 65536 is not 0-65535"),
         ({"http_listen": "127.0.0.1:10911"}, "http_listen", "is the remoting port"),
         ({"http_listen": "0.0.0.0:10911"}, "http_listen", "is the remoting port"),
+        ({"http_listen": ":10911"}, "http_listen", "is the remoting port"),
+        ({"http_listen": ":65536"}, "http_listen", "port 65536 is not 0-65535"),
+        ({"grpc_listen": ":x"}, "grpc_listen", "is not host:port"),
+        ({"listen_host": ""}, "advertised_address", "required when listening on :10911"),
         ({"register_interval_s": 0.0}, "register_interval_s", "is not positive"),
         ({"register_interval_s": float("nan")}, "register_interval_s", "is not positive"),
         ({"register_interval_s": float("inf")}, "register_interval_s", "is not positive"),
@@ -114,6 +125,36 @@ def test_http_may_share_the_port_number_on_another_address() -> None:
     assert shared.http_address() == ("127.0.0.2", 10911)
     assert settings(listen_port=0, http_listen="127.0.0.1:0").http_address() == ("127.0.0.1", 0)
     assert settings(http_listen="[::1]:8080").http_address() == ("::1", 8080)
+
+
+def test_on_every_interface_the_host_names_address_is_advertised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = []
+
+    def own(host: str) -> str:
+        asked.append(host)
+        return "fd00::6" if host == "" else "10.1.2.3"
+
+    monkeypatch.setattr("reconsume.broker.settings.own_address", own)
+    assert settings(listen_host="").advertised(10911) == HostAddress.parse("[fd00::6]:10911")
+    assert settings(listen_host="0.0.0.0", listen_port=0).advertised(40001) == HostAddress.parse(
+        "10.1.2.3:40001"
+    )
+    assert settings(listen_host="0.0.0.0", advertised_address="10.9.9.9:1").advertised(
+        10911
+    ) == HostAddress.parse("10.9.9.9:1")
+    assert asked == ["", "0.0.0.0"]  # not looked up when given
+
+
+def test_every_interface_is_an_empty_host() -> None:
+    every = settings(listen_host="", advertised_address="10.0.0.5:10911", http_listen=":8080")
+    assert every.http_address() == ("", 8080)
+    assert every.advertised(10911) == HostAddress.parse("10.0.0.5:10911")
+    assert settings(grpc_listen=":8081").grpc_address() == ("", 8081)
+    # The HTTP port on every interface shares no port number with the remoting port's.
+    with pytest.raises(InvalidArgumentError, match=r"^setting http_listen: .*remoting port"):
+        settings(listen_port=8080, http_listen=":8080")
 
 
 def test_store_settings_take_the_brokers_flush_mode_and_offset_interval() -> None:

@@ -11,10 +11,14 @@ import kopf
 import pytest
 
 from reconsume.broker.config_file import broker_settings
+from reconsume.cli import broker_settings_of, build_parser
+from reconsume.flags import given_settings
+from reconsume.namesrv import NamesrvSettings
 from reconsume.store.settings import FlushMode
 from reconsume.topology.clusters import cluster_spec
 from reconsume_operator.children import children
 from reconsume_operator.naming import (
+    BROKER_GRPC_PORT,
     BROKER_HTTP_PORT,
     CONFIG_DIR,
     CONFIG_FILE,
@@ -132,7 +136,42 @@ def test_the_broker_settings_file_is_what_the_broker_reads(tmp_path: Path) -> No
     assert settings.flush_mode is FlushMode.SYNC
     assert settings.store.retention_hours == 24
     assert settings.cluster_name == "orders"
-    assert settings.http_listen == f"0.0.0.0:{BROKER_HTTP_PORT}"
+    assert settings.http_address() == ("", BROKER_HTTP_PORT)  # every interface, both families
+    assert settings.grpc_address() == ("", BROKER_GRPC_PORT)
+
+
+@pytest.mark.parametrize(
+    ("pod_ip", "advertised"),
+    [("10.244.0.6", "10.244.0.6:10911"), ("fd00:10:244::6", "[fd00:10:244::6]:10911")],
+)
+def test_a_pod_of_either_family_listens_everywhere_and_advertises_its_address(
+    tmp_path: Path, pod_ip: str, advertised: str
+) -> None:
+    """The broker's command line as the kubelet expands it, read by the broker's own parser:
+    one port on every interface, the pod's address (IPv4 or IPv6) advertised."""
+    objects = by_kind(children(cluster_spec(resource(), "img:1")))
+    config = objects[("ConfigMap", "orders-broker-config")]["data"][CONFIG_FILE]
+    (tmp_path / CONFIG_FILE).write_text(config)
+    (container,) = objects[("StatefulSet", "orders-broker")]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    expansions = {"$(POD_IP)": pod_ip, "$(POD_NAME)": "orders-broker-0", CONFIG_DIR: str(tmp_path)}
+    args = list(container["args"])
+    for variable, value in expansions.items():
+        args = [arg.replace(variable, value) for arg in args]
+    assert not [arg for arg in args if "$(" in arg]
+    settings = broker_settings_of(build_parser().parse_args(args))
+    assert (settings.listen_host, settings.listen_port) == ("", 10911)
+    assert str(settings.advertised(10911)) == advertised
+
+
+def test_name_servers_listen_on_every_interface() -> None:
+    objects = by_kind(children(cluster_spec(resource(), "img:1")))
+    namesrv = objects[("Deployment", "orders-namesrv")]
+    (container,) = namesrv["spec"]["template"]["spec"]["containers"]
+    given = given_settings(NamesrvSettings, build_parser().parse_args(container["args"]))
+    settings = NamesrvSettings(**given)
+    assert (settings.listen_host, settings.listen_port) == ("", 9876)
 
 
 def test_name_servers_and_the_disruption_budget() -> None:

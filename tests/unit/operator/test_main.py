@@ -10,10 +10,12 @@ import urllib.request
 from pathlib import Path
 
 import kopf
+import pytest
 from kopf._cogs.structs.references import Resource
 from prometheus_client import CollectorRegistry, Counter
 
 from reconsume_operator.config import OperatorConfig
+from reconsume_operator.main import liveness_endpoint
 from reconsume_operator.metrics import RECONCILES, reconcile_timer, serve_metrics
 from reconsume_operator.registration import register
 
@@ -106,15 +108,33 @@ def test_reconciles_are_counted_by_kind_and_result() -> None:
     assert sample("Unit", "error") == before_error + 1
 
 
-def test_metrics_are_served_over_http() -> None:
+def test_metrics_are_served_over_http_to_both_ip_families_on_one_port() -> None:
     registry = CollectorRegistry()
     Counter("reconsume_operator_probe", "A probe.", registry=registry).inc()
     server, thread, port = serve_metrics(0, registry)
+    bodies = []
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            body = response.read().decode()
+        for host in ("127.0.0.1", "[::1]"):
+            url = f"http://{host}:{port}/metrics"
+            with urllib.request.urlopen(url, timeout=5) as response:
+                bodies.append(response.read().decode())
     finally:
         server.shutdown()
         server.server_close()
         thread.join(5)
-    assert "reconsume_operator_probe_total 1.0" in body
+    assert all("reconsume_operator_probe_total 1.0" in body for body in bodies)
+
+
+@pytest.mark.parametrize(
+    ("port", "pod_ip", "endpoint"),
+    [
+        (8080, "10.244.0.5", "http://0.0.0.0:8080/healthz"),
+        (8080, "", "http://0.0.0.0:8080/healthz"),
+        (8080, "fd00:10:244::5", "http://[::]:8080/healthz"),
+        (None, "10.244.0.5", None),
+    ],
+)
+def test_the_liveness_endpoint_listens_on_the_pods_ip_family(
+    port: int | None, pod_ip: str, endpoint: str | None
+) -> None:
+    assert liveness_endpoint(port, pod_ip) == endpoint

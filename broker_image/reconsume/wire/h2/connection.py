@@ -60,6 +60,7 @@ from reconsume.wire.h2.hpack import Decoder, HeaderListTooLarge, HpackError
 from reconsume.wire.h2.hpack import encode as encode_headers
 from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.h2.streams import Application, Sender, Stream
+from reconsume.wire.listen import peer_host_port
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +110,13 @@ class H2Connection(Sender, asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self._loop = asyncio.get_running_loop()
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            host = str(peer[0])
-            self.peer = f"ipv6:[{host}]:{peer[1]}" if ":" in host else f"ipv4:{host}:{peer[1]}"
+        peername = transport.get_extra_info("peername")
+        peer = peer_host_port(peername)
+        if peer is not None:
+            host, port = peer
+            self.peer = f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
         else:
-            self.peer = f"unix:{peer}"
+            self.peer = f"unix:{peername}"
         limits = self.limits
         settings = struct.pack(
             ">HIHIHI",

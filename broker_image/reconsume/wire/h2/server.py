@@ -16,6 +16,7 @@ from reconsume.wire.h2.connection import H2Connection
 from reconsume.wire.h2.frames import DEFAULT_LIMITS, NO_ERROR, Limits
 from reconsume.wire.h2.router import Router
 from reconsume.wire.h2.stats import TransportStats
+from reconsume.wire.listen import bound_port, create_server, listen_text
 from reconsume.wire.side_listener import SideListener
 from reconsume.wire.tls import TlsMode, TlsServerConfig
 from reconsume.wire.tls_server import TlsListener
@@ -59,15 +60,12 @@ class GrpcServer:
                 only_tls = dataclasses.replace(tls, mode=TlsMode.ENFORCING)
                 self.tls = TlsListener(only_tls, self._connection, "gRPC", alpn=ALPN)
                 return self.tls.start(host, port)
-            loop = asyncio.get_running_loop()
-            self._server = await loop.create_server(
-                self._connection, host or None, port, reuse_address=True
-            )
+            self._server = await create_server(self._connection, host, port)
         except OSError as exc:
             raise InvalidArgumentError(
-                f"grpc_listen: cannot listen on {host}:{port}: {exc}"
+                f"grpc_listen: cannot listen on {listen_text(host, port)}: {exc}"
             ) from exc
-        return int(self._server.sockets[0].getsockname()[1])
+        return bound_port(self._server)
 
     async def listen_also(
         self, host: str, port: int, tls: TlsServerConfig | None = None
