@@ -75,6 +75,19 @@ def compat_cluster(
         stop_cleanly(cluster.brokers, namesrv)
 
 
+FAMILIES = ("IPv4", "IPv6")
+"""How clients reach a :func:`family_cluster`."""
+
+
+@contextmanager
+def family_cluster(root: Path, family: str, topic: str) -> Iterator[Cluster]:
+    """:func:`compat_cluster` reached over ``family`` (``IPv6``: its servers on every
+    interface, the brokers advertising ``::1``), with ``topic`` created on both brokers."""
+    with compat_cluster(root, ipv6=family == "IPv6") as started:
+        asyncio.run(create_topic(started, topic))
+        yield started
+
+
 def stop_cleanly(brokers: Mapping[str, ServerProcess], namesrv: ServerProcess) -> None:
     """Stop the brokers, then the name server; each must have exited cleanly (its output
     otherwise)."""

@@ -26,11 +26,13 @@ from .driver_support import SLACK_MS, TAG, Event, once_each, position, queue_set
 from .go_client_support import create_retry_topic, run_driver
 from .servers import (
     BROKERS,
+    FAMILIES,
     Cluster,
     all_queues,
     committed_at_queue_ends,
     compat_cluster,
     create_topic,
+    family_cluster,
     read_all,
 )
 
@@ -48,9 +50,17 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield started
 
 
+@pytest.fixture(params=FAMILIES)
+def either_family(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """:func:`cluster`, or one reached over IPv6 (as pods of an IPv6 cluster)."""
+    with family_cluster(tmp_path / "servers", request.param, TOPIC) as started:
+        yield started
+
+
 def test_go_client_sends_and_consumes(
-    go_client: GoClient, cluster: Cluster, tmp_path: Path
+    go_client: GoClient, either_family: Cluster, tmp_path: Path
 ) -> None:
+    cluster = either_family
     run = run_driver(
         go_client, cluster, "send", tmp_path, topic=TOPIC, group=GROUP, prefix="sent",
         count=COUNT, large_every=LARGE_EVERY,

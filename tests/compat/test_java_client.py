@@ -27,12 +27,14 @@ from .java_client_support import CONSUMING, check_protocol, run_driver
 from .servers import (
     BROKERS,
     CLUSTER_NAME,
+    FAMILIES,
     QUEUES_PER_BROKER,
     Cluster,
     all_queues,
     committed_at_queue_ends,
     compat_cluster,
     create_topic,
+    family_cluster,
     topic_route,
     view_records,
 )
@@ -49,12 +51,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield started
 
 
-@pytest.fixture(params=["IPv4", "IPv6"])
+@pytest.fixture(params=FAMILIES)
 def either_family(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    """:func:`cluster`, or one whose servers listen on every interface and are reached, and
-    advertise themselves, over IPv6 (as pods of an IPv6 cluster)."""
-    with compat_cluster(tmp_path / "servers", ipv6=request.param == "IPv6") as started:
-        asyncio.run(create_topic(started, TOPIC))
+    """:func:`cluster`, or one reached over IPv6 (as pods of an IPv6 cluster)."""
+    with family_cluster(tmp_path / "servers", request.param, TOPIC) as started:
         yield started
 
 
