@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from reconsume.wire.h2 import hpack
 from reconsume.wire.tls import ClientAuth, TlsMode, TlsServerConfig
 
 from ..polling import eventually
@@ -245,13 +246,53 @@ def test_stop_lets_a_call_in_flight_finish(running: Running) -> None:
     assert len(rest) == 1499
 
 
+def _status_without_cancel(port: int, method: str, timeout: str) -> dict[str, str]:
+    """The trailers of a unary call with ``grpc-timeout: <timeout>`` from a client that never
+    cancels it: the call ends when the server says so. (grpcio's client resets the stream at
+    its own deadline, which races the server's timer for the same moment.)"""
+    block = hpack.encode(
+        [
+            (":method", "POST"), (":scheme", "http"), (":path", method),
+            (":authority", "test"), ("content-type", "application/grpc"), ("te", "trailers"),
+            ("grpc-timeout", timeout),
+        ]
+    )  # fmt: skip
+    message = b"\x00\x00\x00\x00\x00"  # one empty, uncompressed message
+
+    def frame(kind: int, flags: int, payload: bytes) -> bytes:  # on stream 1
+        head = len(payload).to_bytes(3, "big") + bytes([kind, flags]) + (1).to_bytes(4, "big")
+        return head + payload
+
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(preface + frame(0x1, 0x4, block) + frame(0x0, 0x1, message))
+        answer = b""
+        while True:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed before the call's trailers: {answer!r}"
+            answer += chunk
+            position, decoder = 0, hpack.Decoder()  # every frame so far, from the start
+            while position + 9 <= len(answer):
+                length = int.from_bytes(answer[position : position + 3], "big")
+                kind, flags = answer[position + 3], answer[position + 4]
+                payload = answer[position + 9 : position + 9 + length]
+                if len(payload) < length:
+                    break
+                position += 9 + length
+                if kind == 0x1:
+                    headers = dict(decoder.decode(payload, 1 << 16))
+                    if flags & 0x1:  # END_STREAM: the trailers
+                        return headers
+
+
 def test_the_server_counts_calls_by_status_and_connection_errors() -> None:
     with serve() as served, grpc.insecure_channel(f"127.0.0.1:{served.port}") as opened:
         _call(opened, "/t.T/Echo")(b"one", timeout=10)
         _call(opened, "/t.T/Now")(b"two", timeout=10)
-        for method in ("/t.T/Slow", "/t.T/Nothing"):
-            with pytest.raises(grpc.RpcError):
-                _call(opened, method)(b"", timeout=0.3)
+        trailers = _status_without_cancel(served.port, "/t.T/Slow", "200m")
+        assert trailers["grpc-status"] == "4", trailers  # DEADLINE_EXCEEDED
+        with pytest.raises(grpc.RpcError):
+            _call(opened, "/t.T/Nothing")(b"", timeout=0.3)
         _goaway_code(served.port, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\xff" * 64)
         stats = served.server.stats
         eventually(lambda: stats.connection_errors[0x6] == 1, timeout_s=5)

@@ -242,7 +242,13 @@ def test_a_user_gets_a_key_its_permissions_a_rotation_and_a_revocation(
         assert rotated["previousAccessKey"] == shop.access_key
         eventually(lambda: send(namesrv.address, fresh, "orders") == "sent", 20, "the new key")
         assert send(namesrv.address, shop, "orders") == "sent"
-        status = (resources.get("users", "shop") or {})["status"]
+
+        # The status is patched when the reconcile that wrote the Secret ends.
+        def rotated_status() -> dict[str, Any] | None:
+            status: dict[str, Any] = (resources.get("users", "shop") or {}).get("status", {})
+            return status if status.get("previousAccessKey") else None
+
+        status = eventually(rotated_status, 20, "the previous key in the User's status")
         assert status["previousAccessKey"] == shop.access_key
         assert status["previousExpiresAt"]
 
