@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import ipaddress
 import math
-import socket
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from reconsume.broker.kube_api import dns_label_problem
 from reconsume.broker.kube_lease import kube_election_problem
+from reconsume.broker.listening import (
+    advertised,
+    check_listening,
+    check_master_ports,
+    invalid,
+    listen_address,
+    parse_address,
+)
 from reconsume.engine.delays import parse_delay_levels
 from reconsume.errors import InvalidArgumentError
 from reconsume.flags import flag
 from reconsume.message.address import HostAddress
 from reconsume.message.durations import DEFAULT_DELAY_LEVELS
 from reconsume.store.settings import FlushMode, StoreSettings
-from reconsume.wire.listen import (
-    EVERY_INTERFACE,
-    is_every_address,
-    listen_flag,
-    listen_text,
-    own_address,
-    parse_listen,
-)
+from reconsume.wire.listen import listen_flag
 from reconsume.wire.tls import TLS_FLAGS, ClientAuth, TlsMode, TlsServerConfig
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
@@ -34,10 +33,6 @@ class ReplicationMode(StrEnum):
 
     ASYNC = "Async"
     SYNC = "Sync"
-
-
-def _invalid(setting: str, problem: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"setting {setting}: {problem}")
 
 
 def _namesrv_flag(text: str) -> tuple[str, ...]:
@@ -331,131 +326,79 @@ class BrokerSettings:
 
     def __post_init__(self) -> None:
         if not self.store_dir:
-            raise _invalid("store_dir", "must name a directory")
-        if self.listen_host != EVERY_INTERFACE:
-            try:
-                ipaddress.ip_address(self.listen_host)
-            except ValueError:
-                raise _invalid(
-                    "listen_host", f"{self.listen_host!r} is not an IP address"
-                ) from None
-        if not 0 <= self.listen_port <= 65535:
-            raise _invalid("listen_port", f"{self.listen_port} is not 0-65535")
-        if self.advertised_address is not None:
-            advertised = _parse_address("advertised_address", self.advertised_address)
-            if ipaddress.ip_address(advertised.ip).is_unspecified:
-                raise _invalid("advertised_address", "must be an address clients can reach")
-        elif is_every_address(self.listen_host):
-            own = own_address(self.listen_host)
-            if own is None:
-                raise _invalid(
-                    "advertised_address",
-                    f"required when listening on {listen_text(self.listen_host, self.listen_port)}"
-                    f" (clients cannot reach it, and this host's name {socket.gethostname()!r}"
-                    " has no other address to tell them)",
-                )
+            raise invalid("store_dir", "must name a directory")
+        default_advertised = check_listening(self)
+        if default_advertised is not None:
             # Frozen: set once, here, as the default the field's docstring gives.
-            object.__setattr__(self, "advertised_address", listen_text(own, 0))
+            object.__setattr__(self, "advertised_address", default_advertised)
         for address in self.namesrv_addresses:
             host, sep, port = address.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-                raise _invalid("namesrv_addresses", f"{address!r} is not host:port")
+                raise invalid("namesrv_addresses", f"{address!r} is not host:port")
         for setting in ("broker_name", "cluster_name"):
             value = getattr(self, setting)
             if not value or not set(value) <= _NAME_CHARS:
-                raise _invalid(
+                raise invalid(
                     setting, f"{value!r} must be letters, digits, '_', '-' or '.' (non-empty)"
                 )
         if self.broker_id < 0:
-            raise _invalid("broker_id", f"{self.broker_id} is negative")
+            raise invalid("broker_id", f"{self.broker_id} is negative")
         if (tls_problem := self.tls().problem()) is not None:
-            raise _invalid(*tls_problem)
+            raise invalid(*tls_problem)
         if self.election is not None:
             if self.master_address is not None:
-                raise _invalid("master_address", "with an election the lease names the master")
+                raise invalid("master_address", "with an election the lease names the master")
             scheme, _sep, where = self.election.partition(":")
             if scheme not in ("file", "kube") or not where:
-                raise _invalid(
+                raise invalid(
                     "election",
                     f"{self.election!r} is not file:PATH, kube:NAME or kube:NAMESPACE/NAME",
                 )
             if self.lease_duration_ms < 300:
-                raise _invalid("lease_duration_ms", "must be at least 300")
+                raise invalid("lease_duration_ms", "must be at least 300")
         elif self.broker_id and self.master_address is None:
-            raise _invalid("master_address", f"required for a replica (broker_id {self.broker_id})")
+            raise invalid("master_address", f"required for a replica (broker_id {self.broker_id})")
         problem = kube_election_problem(
             self.election, self.kube_api, self.kube_token_file, self.kube_ca_file
         )
         if problem is not None:
-            raise _invalid(*problem)
+            raise invalid(*problem)
         if self.master_service is not None:
             if self.election is None or not self.election.startswith("kube:"):
-                raise _invalid("master_service", "only with a Kubernetes Lease election")
+                raise invalid("master_service", "only with a Kubernetes Lease election")
             problem_text = dns_label_problem(self.master_service)
             if problem_text is not None:
-                raise _invalid("master_service", problem_text)
-            self._check_master_ports()
+                raise invalid("master_service", problem_text)
+            check_master_ports(self)
         if self.master_address is not None:
             if not self.broker_id:
-                raise _invalid("master_address", "a master (broker_id 0) follows no master")
-            _parse_address("master_address", self.master_address)
+                raise invalid("master_address", "a master (broker_id 0) follows no master")
+            parse_address("master_address", self.master_address)
         if not isinstance(self.replication, ReplicationMode):
-            raise _invalid("replication", f"{self.replication!r} is not Async or Sync")
+            raise invalid("replication", f"{self.replication!r} is not Async or Sync")
         if self.replica_lag_max_ms <= 0:
-            raise _invalid("replica_lag_max_ms", "must be positive")
+            raise invalid("replica_lag_max_ms", "must be positive")
         if self.replicas < 1:
-            raise _invalid("replicas", f"{self.replicas} is not 1 or more")
+            raise invalid("replicas", f"{self.replicas} is not 1 or more")
         if not 1 <= self.default_topic_queue_nums <= 1024:
-            raise _invalid(
+            raise invalid(
                 "default_topic_queue_nums", f"{self.default_topic_queue_nums} is not 1-1024"
             )
         if not isinstance(self.flush_mode, FlushMode):
-            raise _invalid("flush_mode", f"{self.flush_mode!r} is not Async or Sync")
+            raise invalid("flush_mode", f"{self.flush_mode!r} is not Async or Sync")
         for setting in ("sync_flush_timeout_ms", "offset_persist_interval_ms", "timer_max_delay_s"):
             if getattr(self, setting) <= 0:
-                raise _invalid(setting, "must be positive")
+                raise invalid(setting, "must be positive")
         try:
             parse_delay_levels(self.delay_levels)
         except InvalidArgumentError as exc:
-            raise _invalid("delay_levels", str(exc)) from None
-        if self.http_listen is not None:
-            http_host, http_port = self.http_address() or ("", 0)
-            hosts = {http_host, self.listen_host}
-            if http_port == self.listen_port != 0 and (
-                len(hosts) == 1 or any(is_every_address(host) for host in hosts)
-            ):
-                raise _invalid("http_listen", f"port {http_port} is the remoting port (listen)")
-        if self.grpc_listen is not None:
-            _, grpc_port = self.grpc_address() or ("", 0)
-            if grpc_port != 0 and grpc_port in (
-                self.listen_port,
-                (self.http_address() or ("", 0))[1],
-            ):
-                raise _invalid(
-                    "grpc_listen", f"port {grpc_port} is already the remoting or HTTP port"
-                )
+            raise invalid("delay_levels", str(exc)) from None
         if not (math.isfinite(self.register_interval_s) and self.register_interval_s > 0):
-            raise _invalid("register_interval_s", f"{self.register_interval_s} is not positive")
+            raise invalid("register_interval_s", f"{self.register_interval_s} is not positive")
         if self.metrics_max_queue_series < 0:
-            raise _invalid("metrics_max_queue_series", "must not be negative")
+            raise invalid("metrics_max_queue_series", "must not be negative")
         if not isinstance(self.store, StoreSettings):
-            raise _invalid("store", f"{self.store!r} is not StoreSettings")
-
-    def _check_master_ports(self) -> None:
-        """The master ports are ports of their own, not the broker's others nor each other."""
-        taken = {
-            "the remoting port": self.listen_port,
-            "the HTTP port": (self.http_address() or ("", 0))[1],
-            "the gRPC port": (self.grpc_address() or ("", 0))[1],
-        }
-        for setting in ("master_port", "master_grpc_port"):
-            port = getattr(self, setting)
-            if not 0 <= port <= 65535:
-                raise _invalid(setting, f"{port} is not 0-65535")
-            for what, other in taken.items():
-                if port and port == other:
-                    raise _invalid(setting, f"port {port} is {what}")
-            taken[f"the {setting.replace('_', ' ')}"] = port
+            raise invalid("store", f"{self.store!r} is not StoreSettings")
 
     def tls(self) -> TlsServerConfig:
         return TlsServerConfig(
@@ -474,32 +417,13 @@ class BrokerSettings:
     def http_address(self) -> tuple[str, int] | None:
         """``(host, port)`` of the HTTP endpoint (host ``""``: every interface), or None when
         there is none."""
-        return _listen_address("http_listen", self.http_listen)
+        return listen_address("http_listen", self.http_listen)
 
     def grpc_address(self) -> tuple[str, int] | None:
         """``(host, port)`` of the gRPC service (host ``""``: every interface), or None when
         there is none."""
-        return _listen_address("grpc_listen", self.grpc_listen)
+        return listen_address("grpc_listen", self.grpc_listen)
 
     def advertised(self, bound_port: int) -> HostAddress:
         """The address to advertise once the server listens on ``bound_port``."""
-        if self.advertised_address is None:
-            return HostAddress(ipaddress.ip_address(self.listen_host).packed, bound_port)
-        address = _parse_address("advertised_address", self.advertised_address)
-        return address if address.port else HostAddress(address.ip, bound_port)
-
-
-def _listen_address(setting: str, text: str | None) -> tuple[str, int] | None:
-    if text is None:
-        return None
-    host, port = parse_listen(text, setting)
-    if port > 65535:
-        raise _invalid(setting, f"port {port} is not 0-65535")
-    return host, port
-
-
-def _parse_address(setting: str, text: str) -> HostAddress:
-    try:
-        return HostAddress.parse(text)
-    except InvalidArgumentError as exc:
-        raise _invalid(setting, str(exc)) from None
+        return advertised(self, bound_port)

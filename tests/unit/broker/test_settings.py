@@ -16,7 +16,7 @@ from reconsume.store.settings import FlushMode, StoreSettings
 @pytest.fixture(autouse=True)
 def no_own_address(monkeypatch: pytest.MonkeyPatch) -> None:
     """This machine's host name has no address to advertise (whatever its /etc/hosts says)."""
-    monkeypatch.setattr("reconsume.broker.settings.own_address", lambda _host: None)
+    monkeypatch.setattr("reconsume.broker.listening.own_address", lambda _host: None)
 
 
 def settings(**changes: Any) -> BrokerSettings:
@@ -136,7 +136,7 @@ def test_on_every_interface_the_host_names_address_is_advertised(
         asked.append(host)
         return "fd00::6" if host == "" else "10.1.2.3"
 
-    monkeypatch.setattr("reconsume.broker.settings.own_address", own)
+    monkeypatch.setattr("reconsume.broker.listening.own_address", own)
     assert settings(listen_host="").advertised(10911) == HostAddress.parse("[fd00::6]:10911")
     assert settings(listen_host="0.0.0.0", listen_port=0).advertised(40001) == HostAddress.parse(
         "10.1.2.3:40001"
