@@ -260,7 +260,7 @@ def start_replica(
     name: str, deployment: dict[str, Any], kubeconfig: Path, workdir: Path
 ) -> OperatorProcess:
     """``reconsume-operator`` (the image's entrypoint) with the Deployment's arguments and
-    environment; only the ports are free ones of this machine."""
+    environment (``POD_IP`` 127.0.0.1); only the ports are free ones of this machine."""
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     metrics_port, liveness_port = free_ports(2)
     args = [
@@ -269,7 +269,13 @@ def start_replica(
         for arg in container["args"]
     ]  # fmt: skip
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    env.update({item["name"]: item["value"] for item in container["env"]})
+    # The downward API's one field the chart reads, as a process on loopback has it.
+    fields = {"status.podIP": "127.0.0.1"}
+    for item in container["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            env[item["name"]] = fields[item["valueFrom"]["fieldRef"]["fieldPath"]]
     log = workdir / f"operator-{name}.log"
     with log.open("wb") as out:
         popen = subprocess.Popen(
