@@ -19,12 +19,13 @@ import asyncio
 import fcntl
 import json
 import os
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 from reconsume.errors import ReconsumeError
-from reconsume.store.atomic import write_atomically
+from reconsume.store.atomic import fsync_directory, keep_backup
 
 
 class LeaseConflict(ReconsumeError):
@@ -80,18 +81,60 @@ class FileLeaseStore:
         return LeaseRecord(**document)
 
     def _write(self, record: LeaseRecord, expected_version: str | None) -> LeaseRecord:
+        """Compare-and-swap under ``flock``, holding the lock only to read, compare and rename:
+        the new file is written and synced before, so a writer stopped (SIGSTOP) or slowed
+        while it holds the lock blocks the others for a rename, not for two fsyncs; and a lock
+        held past :data:`LOCK_WAIT_S` is a conflict to retry, not a thread waiting forever."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        stored = replace(record, version=str(int(expected_version or 0) + 1))
+        prepared = self.path.with_name(f"{self.path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+        _write_synced(prepared, json.dumps(asdict(stored)).encode())
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            current = self._read()
-            found = None if current is None else current.version
-            if found != expected_version:
-                raise LeaseConflict(
-                    f"lease {self.path} is at version {found}, not {expected_version}"
-                )
-            stored = replace(record, version=str(int(found or 0) + 1))
-            write_atomically(self.path, json.dumps(asdict(stored)).encode())
-            return stored
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                _lock(fd, self._lock_path)
+                current = self._read()
+                found = None if current is None else current.version
+                if found != expected_version:
+                    raise LeaseConflict(
+                        f"lease {self.path} is at version {found}, not {expected_version}"
+                    )
+                if self.path.exists():
+                    keep_backup(self.path)
+                os.replace(prepared, self.path)
+            finally:
+                os.close(fd)  # releases the lock
         finally:
-            os.close(fd)
+            prepared.unlink(missing_ok=True)
+        fsync_directory(self.path.parent)
+        return stored
+
+
+LOCK_WAIT_S = 2.0
+"""Longest wait for the lease file's lock before the write counts as a conflict."""
+
+
+def _lock(fd: int, path: Path) -> None:
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise LeaseConflict(
+                    f"{path} stayed locked for {LOCK_WAIT_S} s (its holder stopped?)"
+                ) from None
+            time.sleep(0.005)
+        else:
+            return
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

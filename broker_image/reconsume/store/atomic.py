@@ -41,12 +41,12 @@ def write_atomically(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     if path.exists():
-        _keep_backup(path)
+        keep_backup(path)
     os.replace(tmp, path)
     fsync_directory(path.parent)
 
 
-def _keep_backup(path: Path) -> None:
+def keep_backup(path: Path) -> None:
     """``path``'s current content as ``path.bak``, with ``path`` present throughout: a hard
     link renamed over the old backup, so a reader never finds the file missing. Where hard
     links are not supported the file itself is renamed (absent until the new one is in)."""

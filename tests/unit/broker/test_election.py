@@ -4,6 +4,9 @@ only after the lease went unrenewed for its duration, fencing of the old master,
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -123,6 +126,30 @@ def test_the_lease_file_is_compare_and_swap(tmp_path: Path) -> None:
     with pytest.raises(LeaseConflict):
         run(store.write(LeaseRecord("c", "c:1", 2), first.version))
     assert run(store.read()) == second
+
+
+def test_a_lock_held_past_the_wait_is_a_conflict_and_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer stopped while it holds the lease file's lock (SIGSTOP) must not hang the
+    others' writes: they fail as conflicts, to be retried, and write once it is released."""
+    monkeypatch.setattr("reconsume.broker.lease.LOCK_WAIT_S", 0.2)
+    path = tmp_path / "lease.json"
+    store = FileLeaseStore(path)
+    first = run(store.write(LeaseRecord("a", "a:1", 1), None))
+    held = os.open(tmp_path / "lease.json.lock", os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        started = time.monotonic()
+        with pytest.raises(LeaseConflict, match=r"stayed locked for 0\.2 s"):
+            run(store.write(LeaseRecord("b", "b:1", 2), first.version))
+        assert 0.2 <= time.monotonic() - started < 2
+    finally:
+        os.close(held)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lease.json", "lease.json.lock"]
+    taken = run(store.write(LeaseRecord("b", "b:1", 2), first.version))
+    assert run(store.read()) == taken
+    assert (taken.holder, taken.version) == ("b", "2")
 
 
 def test_a_renewal_and_a_write_of_the_in_sync_set_at_once_do_not_depose_the_master(
