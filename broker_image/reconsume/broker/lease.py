@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from reconsume.errors import ReconsumeError
-from reconsume.store.atomic import fsync_directory, keep_backup
+from reconsume.store.atomic import fsync_directory, keep_backup, write_synced
 
 
 class LeaseConflict(ReconsumeError):
@@ -88,7 +88,7 @@ class FileLeaseStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         stored = replace(record, version=str(int(expected_version or 0) + 1))
         prepared = self.path.with_name(f"{self.path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-        _write_synced(prepared, json.dumps(asdict(stored)).encode())
+        write_synced(prepared, json.dumps(asdict(stored)).encode())
         try:
             fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -127,14 +127,3 @@ def _lock(fd: int, path: Path) -> None:
             time.sleep(0.005)
         else:
             return
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
