@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.common import markdown_table
+from bench.common import machine_sentence, markdown_table
 from bench.rocketmq_report import _get, _ms, _rate, _ratio, _reconsume_version
 from bench.rocketmq_servers import display
 
@@ -250,11 +250,7 @@ def render_client5(document: dict[str, Any]) -> list[str]:
         display(str(document.get("command", "?")).split(" ")),
         "```",
         "",
-        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores, "
-        f"{(machine.get('mem_total_bytes') or 0) / 2**30:.2f} GiB RAM, "
-        f"{machine.get('filesystem', {}).get('type', '?')} on "
-        f"{machine.get('filesystem', {}).get('device', '?')}; every process on this one "
-        "machine, over loopback.",
+        machine_sentence(machine),
         "",
         "One Java load generator (`bench/java/loadgen5`, Apache RocketMQ's 5.x client "
         f"rocketmq-client-java {document['versions'].get('client', '?')}, plaintext gRPC, one "

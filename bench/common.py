@@ -7,6 +7,7 @@ import os
 import platform
 import shutil
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -201,6 +202,66 @@ def loadavg() -> str:
         return "?"
 
 
+def interpreter_info() -> dict[str, Any]:
+    """Which CPython build runs the benchmark, and so its servers (``bench.servers`` starts
+    ``reconsume`` beside ``sys.executable``): the same code runs 12 % more instructions, and
+    takes 12-15 % more CPU a send under load, on a plain ``./configure`` build (no
+    profile-guided optimisation or LTO, ``libpython`` a shared library called through the PLT)
+    than on the optimised builds the images ship with (bench/RESULTS.md, *The interpreter the
+    brokers run on*). ``make bench-venv`` builds the benchmarks' environment on one. Debian's
+    build configures none of the flags (its packaging drives the optimisation) but links
+    libpython in: a static libpython counts as optimised."""
+    configure = str(sysconfig.get_config_var("CONFIG_ARGS") or "")
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        maps = ""
+    flags = [f for f in ("--enable-optimizations", "--with-lto") if f in configure]
+    return {
+        "executable": sys.executable,
+        "base_executable": getattr(sys, "_base_executable", sys.executable),
+        "libpython": "shared" if "libpython" in maps else "static",
+        "configure_optimizations": flags,
+        "optimised": bool(flags) or "libpython" not in maps,
+    }
+
+
+def interpreter_text(info: dict[str, Any]) -> str:
+    """One line for a report: ``CPython 3.11.2 (/usr/bin/python3.11, libpython static)``."""
+    interpreter = info.get("interpreter") or {}
+    details = [str(interpreter.get("base_executable", "?"))]
+    details.append(f"libpython {interpreter.get('libpython', '?')}")
+    details += interpreter.get("configure_optimizations", [])
+    return (
+        f"{info.get('python_implementation', '?')} {info.get('python', '?')} ({', '.join(details)})"
+    )
+
+
+def machine_sentence(machine: dict[str, Any]) -> str:
+    """The machine and the interpreter of a side-by-side run, for its report."""
+    filesystem = machine.get("filesystem", {})
+    return (
+        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores, "
+        f"{(machine.get('mem_total_bytes') or 0) / 2**30:.2f} GiB RAM, "
+        f"{filesystem.get('type', '?')} on {filesystem.get('device', '?')}; every process on "
+        f"this one machine, over loopback; reconsume on {interpreter_text(machine)}."
+    )
+
+
+def warn_if_plain_interpreter() -> None:
+    """Say so on stderr when the servers will run on a plain build: their figures then
+    understate the broker as its images run it."""
+    info = interpreter_info()
+    if not info["optimised"]:
+        print(
+            f"bench: {info['base_executable']} is a plain build (shared libpython, no "
+            "--enable-optimizations): reconsume's servers take 12-15 % more CPU a send on it "
+            "than on the images' interpreter; `make bench-venv` builds .venv-bench on an "
+            "optimised one",
+            file=sys.stderr,
+        )
+
+
 def machine_info(data_root: Path) -> dict[str, Any]:
     data_root.mkdir(parents=True, exist_ok=True)
     try:
@@ -214,6 +275,7 @@ def machine_info(data_root: Path) -> dict[str, Any]:
         "mem_total_bytes": _mem_total_bytes(),
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
+        "interpreter": interpreter_info(),
         "platform": platform.platform(),
         "data_dir": str(data_root),
         "filesystem": _filesystem(data_root),

@@ -54,7 +54,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.common import DEFAULT_OUT, loadavg, machine_info, settle_disk, write_json
+from bench.common import (
+    DEFAULT_OUT,
+    loadavg,
+    machine_info,
+    settle_disk,
+    warn_if_plain_interpreter,
+    write_json,
+)
 from bench.rocketmq_proxy import (
     PROXY_JVM,
     PROXY_MAIN,
@@ -427,6 +434,7 @@ def _iter_rows(document: dict[str, Any]) -> Iterator[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    warn_if_plain_interpreter()
     parser = argparse.ArgumentParser(prog="python -m bench.compare_client5", description=__doc__)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON goes to OUT/" + FILE)
     parser.add_argument("--data-dir", type=Path, help="where stores are created (OUT/data)")

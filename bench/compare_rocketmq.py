@@ -57,7 +57,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.common import DEFAULT_OUT, loadavg, machine_info, settle_disk, write_json
+from bench.common import (
+    DEFAULT_OUT,
+    loadavg,
+    machine_info,
+    settle_disk,
+    warn_if_plain_interpreter,
+    write_json,
+)
 from bench.rocketmq_report import render_replication
 from bench.rocketmq_servers import (
     BROKER_JVM,
@@ -387,6 +394,7 @@ def _iter_rows(document: dict[str, Any]) -> Iterator[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    warn_if_plain_interpreter()
     parser = argparse.ArgumentParser(prog="python -m bench.compare_rocketmq", description=__doc__)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON goes to OUT/" + FILE)
     parser.add_argument("--data-dir", type=Path, help="where stores are created (OUT/data)")

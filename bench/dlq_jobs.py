@@ -51,7 +51,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.common import DEFAULT_OUT, data_dir, loadavg, machine_info, write_json
+from bench.common import (
+    DEFAULT_OUT,
+    data_dir,
+    loadavg,
+    machine_info,
+    warn_if_plain_interpreter,
+    write_json,
+)
 from bench.servers import BROKER_NAME, cpu_seconds, servers, small_segments_config, start_broker
 from bench.spark_standalone import standalone_cluster
 from reconsume.client.admin import AdminClient
@@ -521,6 +528,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
+    warn_if_plain_interpreter()
     parser = argparse.ArgumentParser(
         prog="python -m bench.dlq_jobs",
         description=__doc__,

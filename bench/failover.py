@@ -40,7 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import rocketmq_servers
-from bench.common import DEFAULT_OUT, data_dir, loadavg, machine_info, write_json
+from bench.common import (
+    DEFAULT_OUT,
+    data_dir,
+    loadavg,
+    machine_info,
+    warn_if_plain_interpreter,
+    write_json,
+)
 from bench.delay_lateness import percentiles
 from bench.servers import Server, small_segments_config, start_broker, start_namesrv
 from reconsume.client.admin import AdminClient
@@ -422,6 +429,7 @@ def table(results: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    warn_if_plain_interpreter()
     parser = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--lease-ms", default="3000,5000", help="comma-separated lease durations")

@@ -17,6 +17,7 @@ import tempfile
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from bench.common import warn_if_plain_interpreter
 from bench.compare_rocketmq import RETRY_GROUP, TOPICS, _loadgen
 from bench.rocketmq_servers import DELAY_LEVELS
 from bench.servers import Running, cpu_seconds, replicated_servers, servers
@@ -51,6 +52,7 @@ def run(threads: int, flush: str, replicated: bool, seconds: int, root: Path) ->
 
 
 def main() -> None:
+    warn_if_plain_interpreter()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--flush", choices=("Async", "Sync"), default="Async")

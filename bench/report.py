@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.client_report import render_client
-from bench.common import BENCH_DIR, markdown_table
+from bench.common import BENCH_DIR, interpreter_text, markdown_table
 from bench.rocketmq_report import render_rocketmq
 
 CHANGES = BENCH_DIR / "CHANGES.md"
@@ -53,7 +53,7 @@ def _machine(run_info: dict[str, Any]) -> list[str]:
             ["CPU", m["cpu_model"]],
             ["Cores", f"{m['cpu_count']} ({m['usable_cpus']} usable by this process)"],
             ["RAM", _bytes(mem) if mem else "?"],
-            ["Python", f"{m['python_implementation']} {m['python']}"],
+            ["Python", interpreter_text(m)],
             ["OS", m["platform"]],
             ["Data dir", f"`{m['data_dir']}`"],
             ["Filesystem", f"{fs['type']} on {fs['device']} (mounted at {fs['mount']})"],

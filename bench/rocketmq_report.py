@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
-from bench.common import markdown_table
+from bench.common import machine_sentence, markdown_table
 from bench.rocketmq_servers import display
 
 Row = tuple[str, str, bool]
@@ -315,11 +315,7 @@ def render_replication(result: dict[str, Any]) -> list[str]:
         display(str(result.get("command", "?")).split(" ")),
         "```",
         "",
-        f"Machine: {machine.get('cpu_model', '?')}, {machine.get('cpu_count', '?')} cores, "
-        f"{(machine.get('mem_total_bytes') or 0) / 2**30:.2f} GiB RAM, "
-        f"{machine.get('filesystem', {}).get('type', '?')} on "
-        f"{machine.get('filesystem', {}).get('device', '?')}; all processes on this one "
-        "machine, over loopback.",
+        machine_sentence(machine),
         "",
         "As in *reconsume vs Apache RocketMQ* above (the same load generator, one JVM per "
         "command, one system at a time, the same warm-up), but each system is a master and one "

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import client_throughput, compare_rocketmq, store_append, store_read, store_recovery
-from bench.common import DEFAULT_OUT, Sizes, loadavg, machine_info, write_json
+from bench.common import (
+    DEFAULT_OUT,
+    Sizes,
+    loadavg,
+    machine_info,
+    warn_if_plain_interpreter,
+    write_json,
+)
 from bench.report import FILES, load_run, render
 
 SCENARIOS = ("append", "read", "recovery", "client", "rocketmq")
@@ -107,6 +114,7 @@ def _earlier_sections(out: Path, quick: bool, scenarios: list[str]) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
+    warn_if_plain_interpreter()
     args = _parse(argv)
     out: Path = args.out
     if args.render_only:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import platform
 import re
 import socket
 import subprocess
@@ -138,8 +139,12 @@ def test_metrics_count_sends_pulls_and_queue_offsets(broker: tuple[ServerProcess
     assert value(after, "reconsume_topics") >= 1
     assert value(after, "reconsume_queue_series_omitted") == 0
     assert value(after, "reconsume_ready") == 1
-    assert value(after, "reconsume_build_info", version=_version()) == 1
+    assert value(after, "reconsume_build_info", version=_version(), python=_python()) == 1
     assert value(after, "process_resident_memory_bytes") > 0
+
+
+def _python() -> str:
+    return f"{platform.python_implementation()} {platform.python_version()}"
 
 
 def _version() -> str:

@@ -12,6 +12,7 @@ addresses (configured), pull results (a fixed set); per-queue series stop at
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -33,6 +34,9 @@ from reconsume.wire.h2.stats import TransportStats
 from reconsume.wire.tls_server import TlsListener
 
 PREFIX = "reconsume_"
+PYTHON = f"{platform.python_implementation()} {platform.python_version()}"
+"""``build_info``'s ``python``: the interpreter's build is a good part of the broker's CPU a
+request (docs/images.md)."""
 
 
 class MetricsSource(Protocol):
@@ -82,8 +86,13 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         source = self.source
-        build = _gauge("build_info", "The running reconsume version (value 1).", None, ["version"])
-        build.add_metric([__version__], 1)
+        build = _gauge(
+            "build_info",
+            "The running reconsume version and the Python under it (value 1).",
+            None,
+            ["version", "python"],
+        )
+        build.add_metric([__version__, PYTHON], 1)
         yield build
         yield _gauge(
             "ready", "1 when /readyz answers 200, else 0.", float(source.readiness().ready)
