@@ -29,8 +29,12 @@ from .wire_client import BrokerClient, eventually
 TOPIC = "shipments"
 GROUP = "shipments-consumer"
 RETRY = retry_topic(GROUP)
-DELAY_LEVELS = "100ms 100ms 1500ms 300ms 300ms"
-"""A first retry (level 3) waits 1.5 s: long enough to lower the count while some wait."""
+DELAY_LEVELS = "100ms 100ms 4s 300ms 300ms"
+"""The second wave's first retry (level 3, the broker's choice) waits 4 s: the count is
+lowered while all of them wait, however slow the machine is between their send-backs and the
+lowering (with 1.5 s, a stall of 1.6 s there left none waiting). The first wave's asks for
+level 1 (100 ms): it only has to reach the retry queues before the lowering."""
+FIRST_WAVE_LEVEL = 1
 FAILURES = 3
 WAVE = 40
 
@@ -85,6 +89,8 @@ def test_lowering_retry_queue_nums_under_load_loses_no_retry(tmp_path: Path) -> 
         [m] = messages
         assert m.uniq_key is not None
         deliveries[m.uniq_key].append((time.monotonic(), m.reconsume_times, m.queue_id))
+        if m.reconsume_times == 0 and m.body == b"first":
+            context.delay_level_when_next_consume = FIRST_WAVE_LEVEL
         if m.reconsume_times > 0:
             await release.wait()  # retries stay unconsumed until the count is lowered
         if m.reconsume_times < FAILURES:
@@ -112,8 +118,10 @@ def test_lowering_retry_queue_nums_under_load_loses_no_retry(tmp_path: Path) -> 
                 first = await send_all(producer, (Message(TOPIC, b"first") for _ in range(WAVE)))
 
                 async def first_wave_in_retry_queues() -> bool:
-                    level_3 = await total(brokers, "reconsume_schedule_delivered_total", level="3")
-                    return level_3 == WAVE
+                    delivered = await total(
+                        brokers, "reconsume_schedule_delivered_total", level=str(FIRST_WAVE_LEVEL)
+                    )
+                    return delivered == WAVE
 
                 await eventually(first_wave_in_retry_queues, 20, what="first retries stored")
                 second = await send_all(producer, (Message(TOPIC, b"second") for _ in range(WAVE)))
