@@ -32,8 +32,9 @@ RETRY = retry_topic(GROUP)
 DELAY_LEVELS = "100ms 100ms 4s 300ms 300ms"
 """The second wave's first retry (level 3, the broker's choice) waits 4 s: the count is
 lowered while all of them wait, however slow the machine is between their send-backs and the
-lowering (with 1.5 s, a stall of 1.6 s there left none waiting). The first wave's asks for
-level 1 (100 ms): it only has to reach the retry queues before the lowering."""
+lowering (with 1.5 s, a stall of 1.6 s there left none waiting). The listener asks level 1
+(100 ms) for the first wave's first retry: it only has to reach the retry queues before the
+lowering."""
 FIRST_WAVE_LEVEL = 1
 FAILURES = 3
 WAVE = 40
