@@ -1,15 +1,19 @@
 """What Apache RocketMQ's Java client allows a broker on this machine: the side-by-side's
-produce case against a server that answers every send at once and does nothing else.
+produce and consume cases against a server that answers every request at once and does
+nothing else.
 
 The server (a process of its own on uvloop, one small asyncio protocol) is the name server and
 the broker at once: a topic's route names itself, a heartbeat is answered, and a send is
 answered SEND_OK with an answer encoded in advance (only the opaque differs), without decoding
-the message. The load generator is the side-by-side's (``bench.compare_rocketmq``), with the
-same JVM flags, topic and body. No broker can answer faster than this one, so its msg/s is the
-most any broker reaches with this client here: against it, a ratio to Apache RocketMQ that a
-goal asks for is attainable or not whatever the broker does::
+the message. A pull is answered with as many 1 KiB messages as it asks for, encoded once at the
+start (the properties a Java producer's batch leaves on a stored message) with only their queue
+offsets written in for each answer, so the push consumer's group finds itself alone, starts at
+offset 0 and never waits. The load generator is the side-by-side's (``bench.compare_rocketmq``),
+with the same JVM flags, topic and body. No broker can answer faster than this one, so its
+msg/s is the most any broker reaches with this client here: against it, a ratio to Apache
+RocketMQ that a goal asks for is attainable or not whatever the broker does::
 
-    python -m bench.client_floor --threads 1,8 --seconds 15 --rounds 3
+    python -m bench.client_floor --threads 1,8 --seconds 15 --rounds 3 --consume 200000
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ from bench.rocketmq_servers import loadgen_command
 from bench.servers import cpu_seconds
 
 _SERVER = r"""
-import asyncio, sys
+import asyncio, re, sys
 import orjson, uvloop
+from reconsume.message.address import HostAddress
+from reconsume.message.codec import encode_record
 
 PORT = int(sys.argv[1])
 ADDRESS = f"127.0.0.1:{PORT}"
@@ -49,10 +55,10 @@ SENDS = (10, 310)  # SEND_MESSAGE, SEND_MESSAGE_V2
 ROUTE_CODE = 105  # GET_ROUTEINFO_BY_TOPIC
 
 
-def template(ext, body=b""):
+def template(ext, body=b"", code=0):
     # the answer's frame around its opaque: the header as fastjson writes it (sorted keys)
     marker = 987654321
-    header = orjson.dumps({"code": 0, "extFields": ext, "flag": 1, "language": "JAVA",
+    header = orjson.dumps({"code": code, "extFields": ext, "flag": 1, "language": "JAVA",
                            "opaque": marker, "serializeTypeCurrentRPC": "JSON", "version": 0})
     before, after = header.split(str(marker).encode())
     return before, after, body
@@ -61,6 +67,38 @@ def template(ext, body=b""):
 ANSWERS = {code: template(SENT) for code in SENDS}
 ANSWERS[ROUTE_CODE] = template({}, ROUTE)
 OTHER = template({})
+NO_ROUTE = template({}, b"", code=17)  # TOPIC_NOT_EXIST: the consumer's %RETRY% topic
+OFFSET = template({"offset": "0"})  # QUERY_CONSUMER_OFFSET: start at the first message
+PULL, HEARTBEAT, CONSUMERS, QUERY_OFFSET = 11, 34, 38, 14
+
+record = encode_record(
+    queue_id=0, flag=0, queue_offset=0, physical_offset=0, sys_flag=0,
+    born_timestamp_ms=1_700_000_000_000, born_host=HostAddress(bytes([127, 0, 0, 1]), 40000),
+    store_timestamp_ms=1_700_000_000_001, store_host=HostAddress(bytes([127, 0, 0, 1]), PORT),
+    reconsume_times=0, prepared_transaction_offset=0, body=bytes(1024), topic="BenchConsume",
+    properties="TAGS\x01bench\x02WAIT\x01true\x02UNIQ_KEY\x01"
+    "7F000001A1B218B4AAC2712345670000\x02CLUSTER\x01floor",
+)
+RECORD = len(record)
+MESSAGES = bytearray(record * 32)
+client_ids = []
+CLIENT_ID = re.compile(rb'"clientID"\s*:\s*"([^"]+)"')
+
+
+def pull_answer(ext, opaque):
+    count = min(int(ext.get("maxMsgNums", "32")), 32)
+    first = int(ext["queueOffset"])
+    queue_id = int(ext["queueId"])
+    body = MESSAGES[: count * RECORD]
+    for i in range(count):
+        at = i * RECORD
+        body[at + 12 : at + 16] = queue_id.to_bytes(4, "big")
+        body[at + 20 : at + 28] = (first + i).to_bytes(8, "big")
+        body[at + 28 : at + 36] = ((first + i) * RECORD).to_bytes(8, "big")
+    ext = {"maxOffset": str(1 << 40), "minOffset": "0", "nextBeginOffset": str(first + count),
+           "suggestWhichBrokerId": "0"}
+    before, after, _ = template(ext)
+    return before + str(opaque).encode() + after, bytes(body)
 
 
 class Floor(asyncio.Protocol):
@@ -78,11 +116,27 @@ class Floor(asyncio.Protocol):
                 break
             header_length = int.from_bytes(buffer[4:8], "big") & 0xFFFFFF
             header = orjson.loads(bytes(buffer[8 : 8 + header_length]))
+            request_body = bytes(buffer[8 + header_length : 4 + length])
             del buffer[: 4 + length]
-            if header.get("flag", 0) & 2:  # oneway
+            if header.get("flag", 0) & 2:  # oneway (a consumer's offset commits)
                 continue
-            before, after, body = ANSWERS.get(header["code"], OTHER)
-            head = before + str(header["opaque"]).encode() + after
+            code, ext = header["code"], header.get("extFields") or {}
+            if code == PULL:
+                head, body = pull_answer(ext, header["opaque"])
+            else:
+                found = CLIENT_ID.search(request_body) if code == HEARTBEAT else None
+                if found and found.group(1).decode() not in client_ids:
+                    client_ids.append(found.group(1).decode())
+                if code == CONSUMERS:
+                    answer = template({}, orjson.dumps({"consumerIdList": client_ids}))
+                elif code == QUERY_OFFSET:
+                    answer = OFFSET
+                elif code == ROUTE_CODE and ext.get("topic", "").startswith("%RETRY%"):
+                    answer = NO_ROUTE
+                else:
+                    answer = ANSWERS.get(code, OTHER)
+                before, after, body = answer
+                head = before + str(header["opaque"]).encode() + after
             out.append((4 + len(head) + len(body)).to_bytes(4, "big")
                        + len(head).to_bytes(4, "big") + head + body)
         if out:
@@ -105,9 +159,9 @@ def _free_port() -> int:
         return port
 
 
-def produce(threads: int, seconds: int, log_root: Path) -> dict[str, Any]:
-    """One produce command against a fresh floor server; the load generator's JSON with the
-    server's and the client's CPU seconds."""
+def against_floor(arguments: list[str], log_root: Path) -> dict[str, Any]:
+    """One load generator command (``arguments`` after its ``--namesrv``) against a fresh
+    floor server; its JSON with the server's and the client's CPU seconds."""
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-c", _SERVER, str(port)], stdout=subprocess.PIPE, text=True
@@ -116,10 +170,8 @@ def produce(threads: int, seconds: int, log_root: Path) -> dict[str, Any]:
         assert server.stdout is not None
         if server.stdout.readline().strip() != "ready":
             raise RuntimeError("the floor server did not start")
-        command = loadgen_command(
-            "produce", f"127.0.0.1:{port}", "--topic", TOPICS[1], "--threads", str(threads),
-            "--seconds", str(seconds), "--warmup-seconds", "2", log_root=log_root,
-        )  # fmt: skip
+        command = loadgen_command(arguments[0], f"127.0.0.1:{port}", *arguments[1:],
+                                  log_root=log_root)  # fmt: skip
         before = os.times()
         server_before = cpu_seconds(server.pid)
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
@@ -135,6 +187,27 @@ def produce(threads: int, seconds: int, log_root: Path) -> dict[str, Any]:
     finally:
         server.terminate()
         server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def produce(threads: int, seconds: int, log_root: Path) -> dict[str, Any]:
+    """The side-by-side's produce case with ``threads`` against the floor."""
+    return against_floor(
+        ["produce", "--topic", TOPICS[1], "--threads", str(threads), "--seconds", str(seconds),
+         "--warmup-seconds", "2"],
+        log_root,
+    )  # fmt: skip
+
+
+def consume(messages: int, log_root: Path) -> dict[str, Any]:
+    """The side-by-side's consume case (a push consumer of a new group drains ``messages``)
+    against the floor."""
+    return against_floor(
+        ["consume", "--topic", "BenchConsume", "--group", "bench-consume",
+         "--messages", str(messages)],
+        log_root,
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -144,10 +217,13 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--consume", type=int, default=0, help="messages of the consume case (0: no consume case)"
+    )
     args = parser.parse_args()
     print(f"load average at the start: {loadavg()}")
     with tempfile.TemporaryDirectory(prefix="client-floor-") as logs:
-        for threads in (int(t) for t in args.threads.split(",")):
+        for threads in (int(t) for t in args.threads.split(",") if t):
             runs = [produce(threads, args.seconds, Path(logs)) for _ in range(args.rounds)]
             for run in runs:
                 sent = run["sent_total"]
@@ -159,6 +235,17 @@ def main() -> None:
                 )
             median = statistics.median(run["msgs_per_s"] for run in runs)
             print(f"threads {threads}: median {median:,.0f} msg/s at {time.strftime('%H:%M:%S')}")
+        if args.consume:
+            runs = [consume(args.consume, Path(logs)) for _ in range(args.rounds)]
+            for run in runs:
+                received = run["received"]
+                print(
+                    f"consume: {run['msgs_per_s']:,.0f} msg/s; CPU µs/msg server "
+                    f"{run['server_cpu_seconds'] / received * 1e6:.1f}, client (whole command) "
+                    f"{run['client_cpu_seconds'] / received * 1e6:.1f}"
+                )
+            median = statistics.median(run["msgs_per_s"] for run in runs)
+            print(f"consume: median {median:,.0f} msg/s at {time.strftime('%H:%M:%S')}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What a waiting send costs the broker process: CPU and system calls per message, 8 producer
-threads of Apache RocketMQ's Java client (one connection) sending synchronously.
+threads (or ``--threads 1``) of Apache RocketMQ's Java client (one connection) sending
+synchronously.
 
     python -m bench.send_syscalls --flush Sync                   # one broker, Sync flush
     python -m bench.send_syscalls --flush Async --replicated     # a master and a Sync replica
@@ -7,24 +8,24 @@ threads of Apache RocketMQ's Java client (one connection) sending synchronously.
     PYTHONPATH=/tmp/before/broker_image python -m bench.send_syscalls   # another library
 
 Starts reconsume's servers as ``bench.compare_rocketmq`` does (``bench.servers``), runs the
-load generator's setup and warm-up, then its ``produce --threads 8`` for ``--seconds`` and
-prints msg/s, the latency the load generator saw and the broker's (master's) CPU µs per
-message sent. With ``--strace``, ``strace -c -f`` is attached to the broker for the produce
-run and the calls per message of the syscalls that matter here are printed (strace slows every
-call: compare the counts, not the throughput, of such runs). Meant for before/after pairs run
-one after the other on the same machine.
+load generator's setup and warm-up, then its ``produce --threads 8`` (``--threads``) for
+``--seconds`` and prints msg/s, the latency the load generator saw and the broker's (master's)
+CPU µs per message sent, user and system apart. With ``--strace``, ``strace -c -f`` is attached
+to the broker for the produce run and the calls per message of the syscalls that matter here
+are printed (strace slows every call: compare the counts, not the throughput, of such runs).
+Meant for before/after pairs run one after the other on the same machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import tempfile
 from pathlib import Path
 
 from bench.common import DEFAULT_OUT
 from bench.compare_rocketmq import CompareSizes, _loadgen, _servers, commands
-from bench.servers import cpu_seconds
 
 COUNTED = ("write", "read", "epoll_pwait", "futex", "fdatasync", "getpid")
 
@@ -39,11 +40,19 @@ def _strace_counts(path: Path) -> dict[str, int]:
     return counts
 
 
+def _user_system(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.send_syscalls", description=__doc__)
     parser.add_argument("--flush", choices=("Async", "Sync"), default="Sync")
     parser.add_argument("--replicated", action="store_true", help="a master and a Sync replica")
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--threads", type=int, choices=(1, 8), default=8)
     parser.add_argument("--strace", action="store_true", help="count the broker's syscalls")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT / "data")
     args = parser.parse_args(argv)
@@ -63,15 +72,18 @@ def main(argv: list[str] | None = None) -> None:
                 ["strace", "-c", "-f", "-o", str(summary), "-p", str(running.broker.pid)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
-        cpu = cpu_seconds(running.broker.pid)
-        result = _loadgen(cases["produce-8"], running, log_root)
-        cpu = cpu_seconds(running.broker.pid) - cpu
+        user, system = _user_system(running.broker.pid)
+        result = _loadgen(cases[f"produce-{args.threads}"], running, log_root)
+        user_now, system_now = _user_system(running.broker.pid)
+        user, system = user_now - user, system_now - system
+        cpu = user + system
         sent = int(result["sent_total"])
         print(
-            f"{args.flush} flush{', Sync replica' if args.replicated else ''}, 8 threads: "
+            f"{args.flush} flush{', Sync replica' if args.replicated else ''}, "
+            f"{args.threads} thread{'s' if args.threads > 1 else ''}: "
             f"{result['msgs_per_s']:,.0f} msg/s, p50 {result['latency_p50_ms']} ms, "
             f"p99 {result['latency_p99_ms']} ms; broker CPU {cpu / sent * 1e6:.0f} µs/msg "
-            f"({sent:,} sent)"
+            f"(user {user / sent * 1e6:.0f}, system {system / sent * 1e6:.0f}; {sent:,} sent)"
         )
         if tracer is not None:
             tracer.send_signal(2)  # SIGINT: strace detaches and writes its summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Container
 from dataclasses import dataclass, field
@@ -90,18 +91,23 @@ def get_messages(
     if offset > hi:
         return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
     result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+    records, queue_offsets = result.records, result.queue_offsets
+    total = found = 0
     budget = max(MIN_SCAN_ENTRIES, max_count)
     log_min = commitlog.min_offset
+    write_offset = commitlog.write_offset
+    # The segment of the last record read, as (start, readable end, mapping): a pull's records
+    # mostly lie in one segment, so most need neither a bisection nor a call to find theirs.
+    seg_start = seg_end = -1
+    mapping: mmap.mmap | bytes = b""
     index = offset
     removed = 0
-    while index < hi and budget > 0 and len(result.records) < max_count:
+    while index < hi and budget > 0 and found < max_count:
         batch = queue.entries(index, min(budget, hi - index))
         if not batch:
             break
         for phys, size, tag in batch:
-            if len(result.records) >= max_count or (
-                result.records and result.total_bytes + size > max_bytes
-            ):
+            if found >= max_count or (found and total + size > max_bytes):
                 budget = 0
                 break
             budget -= 1
@@ -112,13 +118,23 @@ def get_messages(
                 continue
             if tag_codes is not None and tag not in tag_codes:
                 continue
-            record = commitlog.read(phys, size)
-            if record is None:
-                removed += 1
-                continue
-            result.records.append(record)
-            result.queue_offsets.append(current)
-            result.total_bytes += size
+            end = phys + size
+            if phys < seg_start or end > seg_end:
+                # what CommitLog.read checks: inside one segment and below the write position
+                segment = commitlog.segment_at(phys)
+                if segment is None or end > write_offset or end > segment.end:
+                    removed += 1
+                    continue
+                seg_start, seg_end, mapping = (
+                    segment.start,
+                    min(segment.end, write_offset),
+                    segment.mm,
+                )
+            records.append(mapping[phys - seg_start : end - seg_start])
+            queue_offsets.append(current)
+            total += size
+            found += 1
+    result.total_bytes = total
     result.next_begin_offset = index
     if result.records:
         result.status = GetStatus.FOUND
