@@ -19,13 +19,13 @@ Meant for before/after pairs run one after the other on the same machine.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import tempfile
 from pathlib import Path
 
 from bench.common import DEFAULT_OUT
 from bench.compare_rocketmq import CompareSizes, _loadgen, _servers, commands
+from bench.servers import cpu_times
 
 COUNTED = ("write", "read", "epoll_pwait", "futex", "fdatasync", "getpid")
 
@@ -38,13 +38,6 @@ def _strace_counts(path: Path) -> dict[str, int]:
         if len(fields) >= 5 and fields[-1] in COUNTED and fields[3].isdigit():
             counts[fields[-1]] = int(fields[3])
     return counts
-
-
-def _user_system(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / ticks, int(fields[12]) / ticks
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,9 +65,9 @@ def main(argv: list[str] | None = None) -> None:
                 ["strace", "-c", "-f", "-o", str(summary), "-p", str(running.broker.pid)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
-        user, system = _user_system(running.broker.pid)
+        user, system = cpu_times(running.broker.pid)
         result = _loadgen(cases[f"produce-{args.threads}"], running, log_root)
-        user_now, system_now = _user_system(running.broker.pid)
+        user_now, system_now = cpu_times(running.broker.pid)
         user, system = user_now - user, system_now - system
         cpu = user + system
         sent = int(result["sent_total"])

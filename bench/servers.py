@@ -214,14 +214,19 @@ def replicated_servers(
         yield Running(namesrv.address, master, flush_mode, directory / "store", (replica,))
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (from /proc; 0 if unreadable)."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds a process has used so far (from /proc; 0 if unreadable)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return 0.0
+        return 0.0, 0.0
     fields = stat.rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return int(fields[11]) / _CLOCK_TICKS, int(fields[12]) / _CLOCK_TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (from /proc; 0 if unreadable)."""
+    return sum(cpu_times(pid))
 
 
 async def create_topic(namesrv: str, topic: str, queues: int, timeout_s: float = 30.0) -> None:

@@ -9,6 +9,7 @@ a blank always fits. Bytes past the write position are zero; recovery relies on 
 from __future__ import annotations
 
 import bisect
+import mmap
 import struct
 from pathlib import Path
 
@@ -114,16 +115,23 @@ class CommitLog:
         size, magic = _SIZE_MAGIC.unpack_from(segment.mm, local)
         return int(size), int(magic)
 
+    def readable_span(self, offset: int) -> tuple[int, int, mmap.mmap] | None:
+        """The segment holding ``offset`` as (its start, where what can be read of it ends —
+        its end or the write position —, its mapping), or None if no segment holds it: a
+        reader of many records slices them from one span until one lies outside it."""
+        segment = self.segment_at(offset)
+        if segment is None:
+            return None
+        return segment.start, min(segment.end, self.write_offset), segment.mm
+
     def read(self, offset: int, size: int) -> bytes | None:
         """``size`` bytes at ``offset``; None unless they lie inside one segment below the
         write position."""
-        segment = self.segment_at(offset)
-        if segment is None or offset + size > self.write_offset:
+        span = self.readable_span(offset)
+        if span is None or offset + size > span[1]:
             return None
-        local = offset - segment.start
-        if local + size > segment.size:
-            return None
-        return segment.mm[local : local + size]
+        start, _end, mapping = span
+        return mapping[offset - start : offset + size - start]
 
     def flush(self, start: int, end: int) -> None:
         """fsync every segment holding bytes in [start, end)."""

@@ -95,9 +95,8 @@ def get_messages(
     total = found = 0
     budget = max(MIN_SCAN_ENTRIES, max_count)
     log_min = commitlog.min_offset
-    write_offset = commitlog.write_offset
-    # The segment of the last record read, as (start, readable end, mapping): a pull's records
-    # mostly lie in one segment, so most need neither a bisection nor a call to find theirs.
+    # The readable span of the last record's segment (CommitLog.readable_span): a pull's
+    # records mostly lie in one segment, so most need neither a bisection nor a call.
     seg_start = seg_end = -1
     mapping: mmap.mmap | bytes = b""
     index = offset
@@ -120,16 +119,11 @@ def get_messages(
                 continue
             end = phys + size
             if phys < seg_start or end > seg_end:
-                # what CommitLog.read checks: inside one segment and below the write position
-                segment = commitlog.segment_at(phys)
-                if segment is None or end > write_offset or end > segment.end:
+                span = commitlog.readable_span(phys)
+                if span is None or end > span[1]:  # gone, or not all of it readable
                     removed += 1
                     continue
-                seg_start, seg_end, mapping = (
-                    segment.start,
-                    min(segment.end, write_offset),
-                    segment.mm,
-                )
+                seg_start, seg_end, mapping = span
             records.append(mapping[phys - seg_start : end - seg_start])
             queue_offsets.append(current)
             total += size
